@@ -1,0 +1,137 @@
+"""What a tuning backend supplies: candidates, and a runner per candidate that times and checks it.
+
+The harness (`convdoctor.tune.harness`) owns every measurement decision (warm-up, screening,
+adaptive round-robin sampling, throttling, ties); a backend only knows how to build a candidate for a
+problem, run it, time it with its own clock and check it against a float64 reference. The CPU backend
+lives in `cpu_backend.py`; the CUDA backend in `convdoctor.tune.gpu.backend.CudaBackend`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from ..problem import ConvProblem
+
+BACKEND_NAMES = ("auto", "cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One way to run a problem. `key` is stable across processes and machines of one kind."""
+
+    key: str
+    backend: str
+    workspace_bytes: int = 0
+    deterministic: bool = True
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        return {"key": self.key, "backend": self.backend, "workspace_bytes": self.workspace_bytes,
+                "deterministic": self.deterministic, "notes": list(self.notes)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, object]) -> Candidate:
+        return cls(key=str(d["key"]), backend=str(d["backend"]),
+                   workspace_bytes=int(d.get("workspace_bytes", 0) or 0),  # type: ignore[arg-type]
+                   deterministic=bool(d.get("deterministic", True)),
+                   notes=tuple(str(n) for n in d.get("notes", ()) or ()))  # type: ignore[union-attr]
+
+
+@dataclass(frozen=True)
+class ClockReading:
+    """The device clock while a sample was taken (NVML)."""
+
+    sm_clock_mhz: float | None
+    max_sm_clock_mhz: float | None
+    reasons: int
+    slowdown: bool
+
+
+@dataclass(frozen=True)
+class Correctness:
+    ok: bool
+    max_rel_err: float
+    tolerance: float
+    detail: str = ""
+
+
+class CandidateUnsupported(Exception):
+    """The candidate cannot run this problem (the backend says why); not a failure."""
+
+
+class StickyError(Exception):
+    """The device is unusable in this process (a sticky CUDA error): raise it from a runner and the
+    worker process exits, so the parent marks the candidate failed and starts a fresh worker."""
+
+
+@runtime_checkable
+class Runner(Protocol):
+    candidate: Candidate
+
+    def warmup(self) -> None:
+        """One untimed run; the harness repeats it until first-run effects are gone."""
+
+    def time(self, reps: int) -> list[float]:
+        """`reps` timed runs, seconds each (flushing caches outside the timed interval)."""
+        ...
+
+    def check(self) -> Correctness:
+        """Fresh random data, output poisoned (NaN) first, compared with a float64 reference."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class Backend(Protocol):
+    name: str
+
+    def environment(self) -> dict[str, str]:
+        """Database key parts: device identity and every version that can change a timing."""
+        ...
+
+    def candidates(self, problem: ConvProblem) -> list[Candidate]: ...
+
+    def prepare(self, problem: ConvProblem, candidate: Candidate) -> Runner:
+        """Build the runner (allocations, plan); may raise CandidateUnsupported."""
+        ...
+
+    def clock(self) -> ClockReading | None:
+        """The current clock, or None when there is nothing to watch (CPU)."""
+        ...
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except Exception:
+        return False
+    try:
+        return bool(torch.cuda.is_available())
+    except Exception:
+        return False
+
+
+def get_backend(name: str = "auto") -> Backend:
+    """`auto`: CUDA when torch sees a GPU, else CPU. Raises UsageError for an unknown name."""
+    name = (name or "auto").lower()
+    if name not in BACKEND_NAMES:
+        raise UsageError(f"unknown tuning backend {name!r}; use one of {', '.join(BACKEND_NAMES)}")
+    if name == "auto":
+        name = "cuda" if _cuda_available() else "cpu"
+    if name == "cpu":
+        from .cpu_backend import CpuBackend
+
+        return CpuBackend()
+    if not _cuda_available():
+        raise UsageError("the cuda backend needs a CUDA build of torch that sees a GPU",
+                         hint="use --backend cpu, or run `convdoctor doctor` to see why no GPU")
+    try:
+        from .gpu.backend import CudaBackend
+    except ImportError as exc:
+        raise UsageError(f"the CUDA tuning backend is not available ({exc})") from None
+    return CudaBackend()  # type: ignore[no-any-return]

@@ -1,0 +1,185 @@
+"""Results of tuning one problem: every candidate's samples and derived statistics, and the winner.
+
+A `CandidateStats` keeps its raw samples (seconds) and derives the median and a distribution-free
+95% confidence interval of the median (binomial order statistics), in the spirit of
+torch.utils.benchmark's `Measurement`. A `TuneResult` is what the database stores and returns.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..problem import ConvProblem
+from .backend import Candidate, Correctness
+
+# ok: measured and correct; disqualified: wrong output; failed: crashed, hung or raised;
+# screened-out: dropped by the early screen (too slow to matter); unsupported: the backend said no.
+STATUSES = ("ok", "disqualified", "failed", "screened-out", "unsupported")
+
+BASELINE_KEYS = ("torch:heuristic", "torch:benchmark")
+CPU_BASELINE_KEYS = ("cpu:default",)
+
+
+def median_ci(samples: list[float], z: float = 1.96) -> tuple[float, float, float]:
+    """(median, low, high): order-statistic CI of the median, valid for any distribution."""
+    if not samples:
+        return (math.nan, math.nan, math.nan)
+    s = sorted(samples)
+    n = len(s)
+    med = statistics.median(s)
+    if n < 3:
+        return (med, s[0], s[-1])
+    half = z * math.sqrt(n) / 2.0
+    lo = max(0, int(math.floor(n / 2.0 - half)))
+    hi = min(n - 1, int(math.ceil(n / 2.0 + half)) - 1)
+    return (med, s[lo], s[hi])
+
+
+def rel_ci_halfwidth(samples: list[float]) -> float:
+    med, lo, hi = median_ci(samples)
+    if not samples or med <= 0 or math.isnan(med):
+        return math.inf
+    return (hi - lo) / 2.0 / med
+
+
+@dataclass
+class CandidateStats:
+    candidate: Candidate
+    status: str = "ok"
+    reason: str = ""
+    samples: list[float] = field(default_factory=list)
+    screen_samples: list[float] = field(default_factory=list)
+    warmup_runs: int = 0
+    first_run_s: float | None = None
+    discarded: int = 0            # samples thrown away because the clock showed a slowdown
+    clock_mhz: float | None = None
+    correctness: Correctness | None = None
+
+    @property
+    def n(self) -> int:
+        return len(self.samples)
+
+    @property
+    def median_s(self) -> float | None:
+        pool = self.samples or self.screen_samples
+        return statistics.median(pool) if pool else None
+
+    @property
+    def ci_s(self) -> tuple[float, float] | None:
+        if not self.samples:
+            return None
+        _, lo, hi = median_ci(self.samples)
+        return (lo, hi)
+
+    @property
+    def rel_ci(self) -> float:
+        return rel_ci_halfwidth(self.samples)
+
+    def to_dict(self, *, with_samples: bool = True) -> dict[str, Any]:
+        ci = self.ci_s
+        d: dict[str, Any] = {
+            "candidate": self.candidate.to_dict(), "status": self.status, "reason": self.reason,
+            "median_s": self.median_s, "ci_low_s": ci[0] if ci else None,
+            "ci_high_s": ci[1] if ci else None, "n": self.n, "warmup_runs": self.warmup_runs,
+            "first_run_s": self.first_run_s, "discarded": self.discarded,
+            "clock_mhz": self.clock_mhz,
+            "correctness": None if self.correctness is None else {
+                "ok": self.correctness.ok, "max_rel_err": _finite(self.correctness.max_rel_err),
+                "tolerance": self.correctness.tolerance, "detail": self.correctness.detail},
+        }
+        if with_samples:
+            d["samples"] = list(self.samples)
+            d["screen_samples"] = list(self.screen_samples)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CandidateStats:
+        corr = d.get("correctness")
+        return cls(
+            candidate=Candidate.from_dict(d["candidate"]), status=str(d.get("status", "ok")),
+            reason=str(d.get("reason", "")), samples=[float(v) for v in d.get("samples", [])],
+            screen_samples=[float(v) for v in d.get("screen_samples", [])],
+            warmup_runs=int(d.get("warmup_runs", 0)), first_run_s=d.get("first_run_s"),
+            discarded=int(d.get("discarded", 0)), clock_mhz=d.get("clock_mhz"),
+            correctness=None if not corr else Correctness(
+                ok=bool(corr["ok"]), max_rel_err=float(corr["max_rel_err"] if corr["max_rel_err"]
+                                                       is not None else math.nan),
+                tolerance=float(corr["tolerance"]), detail=str(corr.get("detail", ""))),
+        )
+
+
+def _finite(v: float) -> float | None:
+    return None if v is None or (isinstance(v, float) and not math.isfinite(v)) else v
+
+
+@dataclass
+class TuneResult:
+    problem: ConvProblem
+    env: dict[str, str]
+    backend: str
+    winner: Candidate | None
+    candidates: list[CandidateStats] = field(default_factory=list)
+    tuning_s: float = 0.0
+    created: float = 0.0           # unix time
+    noise_band: float = 0.0        # relative: candidates within it of the best were ties
+    notes: list[str] = field(default_factory=list)
+    degraded: bool = False         # clock slowdown persisted: never stored as a valid choice
+
+    def stats_for(self, key: str) -> CandidateStats | None:
+        for s in self.candidates:
+            if s.candidate.key == key:
+                return s
+        return None
+
+    @property
+    def winner_stats(self) -> CandidateStats | None:
+        return None if self.winner is None else self.stats_for(self.winner.key)
+
+    @property
+    def winner_time_s(self) -> float | None:
+        ws = self.winner_stats
+        return None if ws is None else ws.median_s
+
+    @property
+    def baselines(self) -> dict[str, float]:
+        """Median seconds of the reference paths (PyTorch heuristic / benchmark, CPU default)."""
+        out: dict[str, float] = {}
+        for key in BASELINE_KEYS + CPU_BASELINE_KEYS:
+            s = self.stats_for(key)
+            if s is not None and s.status == "ok" and s.median_s is not None:
+                out[key] = s.median_s
+        return out
+
+    def speedup_over(self, key: str) -> float | None:
+        base = self.baselines.get(key)
+        w = self.winner_time_s
+        if base is None or not w:
+            return None
+        return base / w
+
+    def to_dict(self, *, with_samples: bool = True) -> dict[str, Any]:
+        return {
+            "problem": self.problem.to_dict(), "problem_key": self.problem.key(),
+            "env": dict(self.env), "backend": self.backend,
+            "winner": None if self.winner is None else self.winner.to_dict(),
+            "winner_time_s": self.winner_time_s, "baselines": self.baselines,
+            "tuning_s": self.tuning_s, "created": self.created, "noise_band": self.noise_band,
+            "notes": list(self.notes), "degraded": self.degraded,
+            "candidates": [s.to_dict(with_samples=with_samples) for s in self.candidates],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TuneResult:
+        return cls(
+            problem=ConvProblem.from_dict(d["problem"]), env={str(k): str(v) for k, v in
+                                                              d.get("env", {}).items()},
+            backend=str(d.get("backend", "")),
+            winner=None if not d.get("winner") else Candidate.from_dict(d["winner"]),
+            candidates=[CandidateStats.from_dict(c) for c in d.get("candidates", [])],
+            tuning_s=float(d.get("tuning_s", 0.0)), created=float(d.get("created", 0.0)),
+            noise_band=float(d.get("noise_band", 0.0)), notes=list(d.get("notes", [])),
+            degraded=bool(d.get("degraded", False)),
+        )

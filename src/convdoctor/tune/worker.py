@@ -1,0 +1,326 @@
+"""Run candidates in a worker subprocess, so a crash, a sticky CUDA error or a hang costs one candidate.
+
+The parent holds a `WorkerBackend` (a `Backend`); it starts `python -m convdoctor.tune.worker SPEC`
+and speaks JSON lines with it: one request, one reply, each with a timeout. When the worker dies
+(abort, segfault, sticky CUDA error that we turn into an exit) or does not answer in time, the parent
+kills it, marks the candidate in hand failed (with the signal and the tail of the worker's stderr),
+and starts a fresh worker on the next request; runners prepared in the dead worker are prepared again.
+
+SPEC is a backend name ("cpu", "cuda") or "module:callable" returning a Backend (used by tests).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+from ..errors import ConvdoctorError
+from ..problem import ConvProblem
+from .backend import Candidate, CandidateUnsupported, ClockReading, Correctness, StickyError
+
+
+class WorkerDied(RuntimeError):
+    """The worker crashed or hung while running a request."""
+
+
+class _WorkerProcess:
+    def __init__(self, spec: str) -> None:
+        self.stderr_file = tempfile.TemporaryFile(mode="w+b")
+        env = dict(os.environ)
+        src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "convdoctor.tune.worker", spec],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr_file, env=env,
+            bufsize=0,
+        )
+        self._buf = b""
+
+    def request(self, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write((json.dumps(msg) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise WorkerDied(self._death("the worker was gone before the request")) from None
+        deadline = time.monotonic() + timeout_s
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise WorkerDied(f"no answer within {timeout_s:.0f} s (hung); worker killed"
+                                 + self._stderr_tail())
+            ready, _, _ = select.select([fd], [], [], min(left, 1.0))
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                raise WorkerDied(self._death("the worker exited"))
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        try:
+            reply = json.loads(line)
+        except json.JSONDecodeError:
+            raise WorkerDied(f"unreadable reply from the worker: {line[:200]!r}") from None
+        return reply  # type: ignore[no-any-return]
+
+    def _stderr_tail(self) -> str:
+        try:
+            self.stderr_file.seek(0)
+            data = self.stderr_file.read().decode(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        tail = " | ".join(data[-3:])
+        return f"; stderr: {tail[-300:]}" if tail else ""
+
+    def _death(self, what: str) -> str:
+        try:
+            rc = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            rc = self.proc.returncode
+        if rc is not None and rc < 0:
+            try:
+                sig = signal.Signals(-rc).name
+            except ValueError:
+                sig = f"signal {-rc}"
+            how = f"killed by {sig}"
+        else:
+            how = f"exit code {rc}"
+        return f"{what} ({how}){self._stderr_tail()}"
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            pass
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.write(b'{"op": "exit"}\n')
+                self.proc.stdin.flush()
+                self.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                self.kill()
+        self.stderr_file.close()
+
+
+class _ProxyRunner:
+    def __init__(self, owner: WorkerBackend, problem: ConvProblem, candidate: Candidate) -> None:
+        self.owner = owner
+        self.problem = problem
+        self.candidate = candidate
+        self.rid: int | None = None
+        self.generation = -1
+        self.warm = False
+
+    def _ensure(self) -> int:
+        if self.rid is None or self.generation != self.owner.generation:
+            rep = self.owner.call({"op": "prepare", "problem": self.problem.to_dict(),
+                                   "candidate": self.candidate.to_dict()})
+            self.rid = int(rep["id"])
+            self.generation = self.owner.generation
+            if self.warm:  # prepared again in a fresh worker: repeat the warm-up it had
+                self.owner.call({"op": "warmup", "id": self.rid})
+        return self.rid
+
+    def warmup(self) -> None:
+        self.owner.call({"op": "warmup", "id": self._ensure()})
+        self.warm = True
+
+    def time(self, reps: int) -> list[float]:
+        rep = self.owner.call({"op": "time", "id": self._ensure(), "reps": int(reps)})
+        return [float(v) for v in rep["samples"]]
+
+    def check(self) -> Correctness:
+        rep = self.owner.call({"op": "check", "id": self._ensure()})
+        c = rep["correctness"]
+        return Correctness(ok=bool(c["ok"]), max_rel_err=float(c["max_rel_err"]),
+                           tolerance=float(c["tolerance"]), detail=str(c.get("detail", "")))
+
+    def close(self) -> None:
+        if self.rid is not None and self.generation == self.owner.generation:
+            try:
+                self.owner.call({"op": "close", "id": self.rid})
+            except Exception:  # noqa: BLE001
+                pass
+        self.rid = None
+
+
+class WorkerBackend:
+    """A Backend whose candidates run in a subprocess; see the module docstring."""
+
+    def __init__(self, spec: str = "auto", *, timeout_s: float = 60.0,
+                 startup_timeout_s: float = 120.0) -> None:
+        self.spec = spec
+        self.timeout_s = timeout_s
+        self.startup_timeout_s = startup_timeout_s
+        self.generation = 0
+        self.restarts = 0
+        self._proc: _WorkerProcess | None = None
+        self._env: dict[str, str] | None = None
+        hello = self._start()
+        self.name = str(hello.get("name", spec))
+        self._env = {str(k): str(v) for k, v in hello.get("environment", {}).items()}
+
+    def _start(self) -> dict[str, Any]:
+        self._proc = _WorkerProcess(self.spec)
+        try:
+            rep = self._proc.request({"op": "hello"}, self.startup_timeout_s)
+        except WorkerDied as exc:
+            self._proc.kill()
+            raise ConvdoctorError(f"the tuning worker for backend {self.spec!r} did not start: {exc}"
+                                  ) from None
+        if rep.get("error"):
+            self._proc.close()
+            raise ConvdoctorError(f"the tuning worker for backend {self.spec!r} did not start: "
+                                  f"{rep['error']}")
+        self.generation += 1
+        return rep
+
+    def call(self, msg: dict[str, Any]) -> dict[str, Any]:
+        if self._proc is None or self._proc.proc.poll() is not None:
+            if self._proc is not None:
+                self._proc.close()
+            self.restarts += 1
+            self._start()
+        assert self._proc is not None
+        try:
+            rep = self._proc.request(msg, self.timeout_s)
+        except WorkerDied:
+            self._proc.kill()
+            raise
+        if rep.get("unsupported") is not None:
+            raise CandidateUnsupported(str(rep["unsupported"]))
+        if rep.get("error") is not None:
+            raise RuntimeError(str(rep["error"]))
+        return rep
+
+    # Backend protocol
+    def environment(self) -> dict[str, str]:
+        return dict(self._env or {})
+
+    def candidates(self, problem: ConvProblem) -> list[Candidate]:
+        rep = self.call({"op": "candidates", "problem": problem.to_dict()})
+        return [Candidate.from_dict(c) for c in rep["candidates"]]
+
+    def prepare(self, problem: ConvProblem, candidate: Candidate) -> _ProxyRunner:
+        runner = _ProxyRunner(self, problem, candidate)
+        runner._ensure()
+        return runner
+
+    def clock(self) -> ClockReading | None:
+        try:
+            rep = self.call({"op": "clock"})
+        except (WorkerDied, RuntimeError):
+            return None
+        c = rep.get("clock")
+        if not c:
+            return None
+        return ClockReading(sm_clock_mhz=c.get("sm_clock_mhz"),
+                            max_sm_clock_mhz=c.get("max_sm_clock_mhz"),
+                            reasons=int(c.get("reasons", 0)), slowdown=bool(c.get("slowdown")))
+
+    def shutdown(self) -> None:
+        if self._proc is not None:
+            self._proc.close()
+            self._proc = None
+
+    def __enter__(self) -> WorkerBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+
+# ---------------------------------------------------------------------- the worker side
+def _load_backend(spec: str) -> Any:
+    if ":" in spec:
+        import importlib
+
+        mod, _, attr = spec.partition(":")
+        return getattr(importlib.import_module(mod), attr)()
+    from .backend import get_backend
+
+    return get_backend(spec)
+
+
+def _finite(v: float) -> float:
+    return v if v == v and v not in (float("inf"), float("-inf")) else 1e300
+
+
+def serve(spec: str) -> int:
+    # Keep the protocol channel private: anything the backend prints goes to stderr.
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    runners: dict[int, Any] = {}
+    next_id = 0
+    backend: Any = None
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        msg = json.loads(line)
+        op = msg.get("op")
+        reply: dict[str, Any] = {}
+        try:
+            if op == "exit":
+                break
+            if op == "hello":
+                backend = _load_backend(spec)
+                reply = {"name": backend.name, "environment": backend.environment()}
+            elif op == "candidates":
+                cands = backend.candidates(ConvProblem.from_dict(msg["problem"]))
+                reply = {"candidates": [c.to_dict() for c in cands]}
+            elif op == "prepare":
+                r = backend.prepare(ConvProblem.from_dict(msg["problem"]),
+                                    Candidate.from_dict(msg["candidate"]))
+                next_id += 1
+                runners[next_id] = r
+                reply = {"id": next_id}
+            elif op == "warmup":
+                runners[msg["id"]].warmup()
+            elif op == "time":
+                reply = {"samples": runners[msg["id"]].time(int(msg["reps"]))}
+            elif op == "check":
+                c = runners[msg["id"]].check()
+                reply = {"correctness": {"ok": c.ok, "max_rel_err": _finite(c.max_rel_err),
+                                         "tolerance": c.tolerance, "detail": c.detail}}
+            elif op == "close":
+                r = runners.pop(msg["id"], None)
+                if r is not None:
+                    r.close()
+            elif op == "clock":
+                c = backend.clock()
+                reply = {"clock": None if c is None else {
+                    "sm_clock_mhz": c.sm_clock_mhz, "max_sm_clock_mhz": c.max_sm_clock_mhz,
+                    "reasons": c.reasons, "slowdown": c.slowdown}}
+            else:
+                reply = {"error": f"unknown op {op!r}"}
+        except CandidateUnsupported as exc:
+            reply = {"unsupported": str(exc) or "unsupported"}
+        except StickyError as exc:
+            print(f"sticky error, worker exits: {exc}", file=sys.stderr, flush=True)
+            os._exit(3)
+        except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
+            reply = {"error": f"{type(exc).__name__}: {exc}"}
+        proto.write(json.dumps(reply) + "\n")
+        proto.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(serve(sys.argv[1] if len(sys.argv) > 1 else "auto"))
