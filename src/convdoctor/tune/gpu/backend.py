@@ -1,0 +1,399 @@
+"""`CudaBackend`: the tuner's GPU backend (the Backend protocol of `convdoctor.tune.backend`).
+
+Candidates for a problem:
+- `cudnn:<plan name>`: every cuDNN engine configuration cudnn-frontend reaches (heuristic modes A, B,
+  FALLBACK, plus bounded engine/knob enumeration), filtered by the numerical notes the math mode
+  and determinism forbid (`policy.note_filter`);
+- `torch:benchmark`: what PyTorch's `cudnn.benchmark=True` picks in this process, then timed;
+- `torch:heuristic`: PyTorch with benchmark off (cuDNN heuristics);
+- `torch:cudnn-off`: PyTorch with cuDNN disabled (its native CUDA kernels).
+
+Runners: fprop via torch.nn.functional.conv{1,2,3}d, dgrad via aten.convolution_backward with
+output_mask (True, False, False), wgrad with (False, True, False); cuDNN plans via `ConvPlan`.
+Correctness: fresh random inputs, output poisoned with NaN, compared norm-wise with a float64
+reference computed by PyTorch's native CUDA kernels (cuDNN off) on the upcast inputs.
+
+PyTorch caches its cuDNN choice per process under a key WITHOUT the benchmark flag: once a shape ran
+with benchmark off, benchmark=True never searches it, and vice versa. So in one process only the
+first of torch:benchmark / torch:heuristic prepared for a problem is honest; the second raises
+CandidateUnsupported saying so (run them in separate worker processes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from ..backend import Candidate, CandidateUnsupported, ClockReading, Correctness
+from . import policy
+
+if TYPE_CHECKING:
+    from ...problem import ConvProblem
+
+# (problem key, device) -> which torch cuDNN mode ran first in this process
+_TORCH_CUDNN_FIRST: dict[tuple[str, int], str] = {}
+
+
+@contextlib.contextmanager
+def torch_flags(mode: str, problem: ConvProblem) -> Iterator[None]:
+    """PyTorch's backend flags for a torch:* candidate, restored on exit."""
+    import torch
+
+    tf32 = problem.math == "tf32"
+    old_mm = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        with torch.backends.cudnn.flags(enabled=(mode != "cudnn-off"),
+                                        benchmark=(mode == "benchmark"),
+                                        deterministic=problem.deterministic, allow_tf32=tf32):
+            yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old_mm
+
+
+def _pad_arg(problem: ConvProblem) -> list[int]:
+    """F.pad argument (last dim first) for asymmetric padding."""
+    out: list[int] = []
+    for pre, post in zip(reversed(problem.pad_pre), reversed(problem.pad_post), strict=True):
+        out += [pre, post]
+    return out
+
+
+def torch_conv(problem: ConvProblem, a: Any, b: Any, x_like: Any = None) -> Any:
+    """Run the problem's direction with PyTorch ops under the current flags; returns the output.
+
+    fprop(a=x, b=w) -> y; dgrad(a=dy, b=w) -> dx (x_like gives dx's shape/format);
+    wgrad(a=x, b=dy) -> dw. Asymmetric padding: the input is padded explicitly (PyTorch has no
+    asymmetric conv padding), dgrad's result is sliced back.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    nd = problem.ndim
+    sym = problem.symmetric_padding
+    pad = list(problem.pad_pre) if sym else [0] * nd
+    stride, dil, groups = list(problem.stride), list(problem.dilation), problem.groups
+    aten = torch.ops.aten
+    if problem.direction == "fprop":
+        x = a if sym else F.pad(a, _pad_arg(problem))
+        conv = (F.conv1d, F.conv2d, F.conv3d)[nd - 1]
+        return conv(x, b, None, stride, pad, dil, groups)
+    if problem.direction == "dgrad":
+        w = b
+        if sym:
+            xl = x_like
+        else:
+            shape = [s + p + q for s, p, q in zip(problem.spatial, problem.pad_pre,
+                                                  problem.pad_post, strict=True)]
+            xl = torch.empty((problem.n, problem.c, *shape), device=a.device, dtype=a.dtype)
+            if problem.layout == "nhwc" and nd in (2, 3):
+                xl = xl.contiguous(memory_format=torch.channels_last if nd == 2
+                                   else torch.channels_last_3d)
+        dx = aten.convolution_backward(a, xl, w, None, stride, pad, dil, False, [0] * nd, groups,
+                                       [True, False, False])[0]
+        if not sym:
+            idx = [slice(None), slice(None)] + [slice(p, p + s) for p, s in
+                                                zip(problem.pad_pre, problem.spatial, strict=True)]
+            dx = dx[tuple(idx)]
+        return dx
+    x = a if sym else F.pad(a, _pad_arg(problem))
+    return aten.convolution_backward(b, x, x_like, None, stride, pad, dil, False, [0] * nd,
+                                     groups, [False, True, False])[1]
+
+
+def reference(problem: ConvProblem, a: Any, b: Any, x_like: Any, w_like: Any) -> Any:
+    """float64 result of the problem on the upcast inputs, by PyTorch's native CUDA kernels."""
+    import torch
+
+    a64, b64 = a.double(), b.double()
+    with torch.backends.cudnn.flags(enabled=False):
+        if problem.direction == "wgrad":
+            return torch_conv(problem, a64, b64, w_like.double())
+        if problem.direction == "dgrad":
+            return torch_conv(problem, a64, b64, x_like.double())
+        return torch_conv(problem, a64, b64)
+
+
+def compare(problem: ConvProblem, out: Any, ref: Any) -> Correctness:
+    """Norm-wise relative error of `out` against the float64 `ref`; non-finite values fail."""
+    import torch
+
+    tol = policy.tolerance(problem)
+    o = out.double()
+    finite = bool(torch.isfinite(o).all().item())
+    if not finite:
+        bad = int((~torch.isfinite(o)).sum().item())
+        return Correctness(False, math.inf, tol, f"{bad} of {o.numel()} outputs are NaN/Inf "
+                           "(poisoned output not fully written, or overflow)")
+    num = float(torch.linalg.vector_norm(o - ref).item())
+    den = float(torch.linalg.vector_norm(ref).item())
+    err = policy.rel_error(num, den)
+    ok = err <= tol
+    detail = "" if ok else f"norm-wise relative error {err:.3g} > tolerance {tol:.3g}"
+    return Correctness(ok, err, tol, detail)
+
+
+def _fill_random(t: Any, gen: Any) -> None:
+    import torch
+
+    tmp = torch.empty(t.shape, dtype=torch.float32, device=t.device)
+    tmp.uniform_(-1.0, 1.0, generator=gen)
+    t.copy_(tmp)
+
+
+class _Runner:
+    """Shared parts: inputs by role, L2-flushed event timing, the NaN-poisoned check."""
+
+    def __init__(self, backend: CudaBackend, problem: ConvProblem, candidate: Candidate) -> None:
+        import torch
+
+        from .cudnn_plan import empty_for
+
+        self.candidate = candidate
+        self.problem = problem
+        self.device = backend.device
+        dev = f"cuda:{self.device}"
+        (ra, rb), rout = policy.io_roles(problem.direction)
+        self.roles = (ra, rb, rout)
+        self.a = empty_for(problem, ra, dev)
+        self.b = empty_for(problem, rb, dev)
+        self.out = empty_for(problem, rout, dev)
+        self.x_like = empty_for(problem, "x", dev) if problem.direction == "dgrad" else None
+        self.w_like = empty_for(problem, "w", dev) if problem.direction == "wgrad" else None
+        self._gen = torch.Generator(device=dev)
+        self._seed = 1234
+        self._gen.manual_seed(self._seed)
+        _fill_random(self.a, self._gen)
+        _fill_random(self.b, self._gen)
+        self._timer: Any = None
+        self.timing_mode = ""
+
+    # subclasses: run once, writing/returning the output
+    def run(self) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def warmup(self) -> None:
+        import torch
+
+        self.run()
+        torch.cuda.synchronize(self.device)
+
+    def time(self, reps: int) -> list[float]:
+        from .timing import LaunchTimer
+
+        if self._timer is None:
+            self._timer = LaunchTimer(self.run, device=self.device)
+        out = self._timer.time(int(reps))
+        self.timing_mode = f"{self._timer.info.mode} x{self._timer.info.batch}"
+        return out
+
+    def _poisoned_run(self) -> Any:
+        self.out.fill_(float("nan"))
+        return self.run()
+
+    def check(self) -> Correctness:
+        import torch
+
+        self._seed += 1
+        self._gen.manual_seed(self._seed)
+        _fill_random(self.a, self._gen)
+        _fill_random(self.b, self._gen)
+        try:
+            out = self._poisoned_run()
+            torch.cuda.synchronize(self.device)
+        except Exception as exc:  # noqa: BLE001
+            return Correctness(False, math.inf, policy.tolerance(self.problem),
+                               f"run failed: {type(exc).__name__}: {exc}"[:400])
+        ref = reference(self.problem, self.a, self.b, self.x_like, self.w_like)
+        res = compare(self.problem, out, ref)
+        del ref
+        return res
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.close()
+        self._timer = None
+        self.a = self.b = self.out = self.x_like = self.w_like = None
+
+
+class CudnnPlanRunner(_Runner):
+    def __init__(self, backend: CudaBackend, problem: ConvProblem, candidate: Candidate) -> None:
+        from .cudnn_plan import ConvPlan
+
+        name = policy.plan_name_of(candidate.key)
+        if name is None:
+            raise CandidateUnsupported(f"{candidate.key} is not a cuDNN plan key")
+        try:
+            self.plan = ConvPlan.build(problem, name, device=backend.device)
+        except (LookupError, RuntimeError, ValueError) as exc:
+            raise CandidateUnsupported(str(exc)) from None
+        super().__init__(backend, problem, candidate)
+        self.plan.workspace()
+
+    def run(self) -> Any:
+        import torch
+
+        return self.plan.execute(self.a, self.b, self.out, stream=torch.cuda.current_stream(),
+                                 check=False)
+
+
+class TorchRunner(_Runner):
+    def __init__(self, backend: CudaBackend, problem: ConvProblem, candidate: Candidate) -> None:
+        import torch
+
+        self.mode = candidate.key.split(":", 1)[1]
+        super().__init__(backend, problem, candidate)
+        if self.mode in ("benchmark", "heuristic"):
+            k = (problem.key(), backend.device)
+            first = _TORCH_CUDNN_FIRST.get(k)
+            if first is not None and first != self.mode:
+                self.close()
+                raise CandidateUnsupported(
+                    f"torch:{self.mode} cannot be measured in this process: torch:{first} already "
+                    "ran this problem here and PyTorch reuses its cached cuDNN choice (its cache "
+                    "key ignores the benchmark flag); run it in a fresh worker process")
+            _TORCH_CUDNN_FIRST[k] = self.mode
+            # The choice is made now: benchmark=True searches on this first call.
+            self.run()
+            torch.cuda.synchronize(backend.device)
+
+    def run(self) -> Any:
+        with torch_flags(self.mode, self.problem):
+            like = self.x_like if self.problem.direction == "dgrad" else self.w_like
+            return torch_conv(self.problem, self.a, self.b, like)
+
+    def _poisoned_run(self) -> Any:
+        # PyTorch allocates its own output: poison the caching allocator's block of that size
+        # first (allocate, fill with NaN, free), so the output reuses NaN-filled memory.
+        import torch
+
+        from .cudnn_plan import empty_for
+
+        _, _, rout = self.roles
+        p = empty_for(self.problem, rout, f"cuda:{self.device}")
+        p.fill_(float("nan"))
+        del p
+        torch.cuda.synchronize(self.device)
+        return self.run()
+
+
+class CudaBackend:
+    """Tuning backend for one CUDA device: cuDNN plans via cudnn-frontend + PyTorch's paths."""
+
+    name = "cuda"
+
+    def __init__(self, device: int | None = None, *, enumerate_engines: bool = True,
+                 max_extra: int = 24, enum_budget_s: float = 8.0) -> None:
+        import torch
+
+        if not torch.cuda.is_available():
+            from ...errors import DependencyMissing
+
+            raise DependencyMissing("the CUDA tuning backend needs a CUDA build of torch that sees "
+                                    "a GPU", hint="run `convdoctor doctor` to see why none is seen")
+        self.device = torch.cuda.current_device() if device is None else int(device)
+        self.enumerate_engines = enumerate_engines
+        self.max_extra = max_extra
+        self.enum_budget_s = enum_budget_s
+        self._clock: Any = None
+        self._env: dict[str, str] | None = None
+        self.last_enumeration: Any = None
+        self.cudnn_error = ""
+
+    # ------------------------------------------------------------ identity
+    def environment(self) -> dict[str, str]:
+        if self._env is not None:
+            return dict(self._env)
+        import torch
+
+        from .cudnn_plan import cudnn_frontend_version
+
+        props = torch.cuda.get_device_properties(self.device)
+        env = {
+            "gpu_name": str(props.name),
+            "sm_count": str(props.multi_processor_count),
+            "compute_capability": f"{props.major}.{props.minor}",
+            "driver": self._nvml().driver_version() or "unknown",
+            "cuda_runtime": str(torch.version.cuda or "unknown"),
+            "cudnn": str(torch.backends.cudnn.version() or "unknown"),
+            "cudnn_frontend": cudnn_frontend_version() or "absent",
+            "torch": str(torch.__version__),
+        }
+        try:
+            from .cudnn_plan import import_cudnn
+
+            _, cudnn = import_cudnn()
+            env["cudnn_frontend_backend"] = str(cudnn.backend_version())
+        except Exception:  # noqa: BLE001
+            pass
+        self._env = env
+        return dict(env)
+
+    def _nvml(self) -> Any:
+        if self._clock is None:
+            from .nvml import NvmlClock
+
+            self._clock = NvmlClock(self.device)
+        return self._clock
+
+    def clock(self) -> ClockReading | None:
+        return self._nvml().read()  # type: ignore[no-any-return]
+
+    # ------------------------------------------------------------ candidates
+    def torch_candidates(self, problem: ConvProblem) -> list[Candidate]:
+        det = problem.deterministic
+        asym = () if problem.symmetric_padding else ("asymmetric padding: explicit F.pad "
+                                                     "included in the time",)
+        out = [
+            Candidate("torch:benchmark", "cuda", 0, det,
+                      ("PyTorch cudnn.benchmark=True choice in this process",) + asym),
+            Candidate("torch:heuristic", "cuda", 0, det,
+                      ("PyTorch cuDNN heuristics (benchmark=False)",) + asym),
+        ]
+        if not (problem.deterministic and problem.direction != "fprop"):
+            out.append(Candidate("torch:cudnn-off", "cuda", 0, problem.direction == "fprop",
+                                 ("PyTorch native CUDA kernels (cuDNN disabled)",) + asym))
+        return out
+
+    def cudnn_candidates(self, problem: ConvProblem) -> list[Candidate]:
+        from ...errors import DependencyMissing
+        from .cudnn_plan import enumerate_plans
+
+        try:
+            en = enumerate_plans(problem, device=self.device,
+                                 enumerate_engines=self.enumerate_engines,
+                                 max_extra=self.max_extra, time_budget_s=self.enum_budget_s)
+        except DependencyMissing as exc:
+            self.cudnn_error = str(exc)
+            return []
+        except Exception as exc:  # noqa: BLE001 - graph not supported by cuDNN at all
+            self.cudnn_error = f"{type(exc).__name__}: {exc}"[:400]
+            return []
+        self.last_enumeration = en
+        out = []
+        for p in en.built():
+            det = "NONDETERMINISTIC" not in p.notes and "notes-unknown" not in p.notes
+            notes = (f"source={p.source}",) + tuple(n.lower() for n in p.notes)
+            out.append(Candidate(policy.cudnn_key(p.name), "cuda", p.workspace_bytes, det, notes))
+        return out
+
+    def candidates(self, problem: ConvProblem) -> list[Candidate]:
+        return self.torch_candidates(problem) + self.cudnn_candidates(problem)
+
+    def prepare(self, problem: ConvProblem, candidate: Candidate) -> Any:
+        import torch
+
+        with torch.cuda.device(self.device):
+            if candidate.key.startswith(policy.CUDNN_PREFIX):
+                return CudnnPlanRunner(self, problem, candidate)
+            if candidate.key in policy.TORCH_KEYS:
+                try:
+                    return TorchRunner(self, problem, candidate)
+                except CandidateUnsupported:
+                    raise
+                except RuntimeError as exc:
+                    raise CandidateUnsupported(
+                        f"{candidate.key} failed: {' '.join(str(exc).split())[:300]}") from None
+        raise CandidateUnsupported(f"unknown candidate {candidate.key!r} for the CUDA backend")

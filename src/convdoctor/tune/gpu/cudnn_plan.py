@@ -1,0 +1,477 @@
+"""Executable cuDNN plans for one convolution problem, through cudnn-frontend's Python graph API.
+
+`ConvPlan.build(problem, plan_name=None)` gives a plan you can run many times:
+
+    plan = ConvPlan.build(problem)                    # best heuristic plan that passes the filters
+    plan = ConvPlan.build(problem, "eng0_k2=1_k3=0")  # a named plan (e.g. from the tuning DB)
+    plan.execute(x, w, y)                             # fprop; dgrad: (dy, w, dx); wgrad: (x, dy, dw)
+    plan.execute({"x": x, "w": w}, y)                 # the same, tensors passed by role
+
+`enumerate_plans(problem)` lists every plan reachable for the problem: heuristic modes A, B and
+FALLBACK (deduplicated by plan name), then engine/knob enumeration (bounded), all filtered by the
+numerical notes the problem forbids (`policy.note_filter`), each built so its workspace is known.
+
+Implementation notes (cudnn-frontend 1.16, read from its source):
+- A plan name (`eng<id>_k<knob>=<v>...`) identifies an engine configuration; a plan *index* is only a
+  position in one graph's list. Plans are found again by name, never by index.
+- The frontend keeps numerical notes in a list that is re-appended on every
+  `create_execution_plan` call, so after the first manual plan the notes of index i belong to some
+  other config of the graph. We therefore put the manual plans of ONE engine in one graph (notes are
+  engine properties, so every entry is right) and give each engine its own graph.
+- Import torch before cudnn so both use the same libcudnn.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ...errors import DependencyMissing
+from . import policy
+
+if TYPE_CHECKING:
+    from ...problem import ConvProblem
+
+_LOCK = threading.RLock()
+_HANDLES: dict[tuple[int, int], Any] = {}
+# (device, problem key, plan name) -> ConvPlan, filled by enumerate_plans and ConvPlan.build.
+_PLANS: dict[tuple[int, str, str], ConvPlan] = {}
+
+
+def import_cudnn() -> tuple[Any, Any]:
+    """(torch, cudnn) with torch imported first; DependencyMissing when either is absent."""
+    try:
+        import torch
+    except Exception as exc:  # noqa: BLE001
+        raise DependencyMissing(f"torch is needed for the CUDA backend ({exc})",
+                                hint="pip install torch (a CUDA build)") from None
+    try:
+        import cudnn
+    except Exception as exc:  # noqa: BLE001
+        raise DependencyMissing(
+            f"cudnn-frontend (module `cudnn`) is needed for cuDNN engine candidates ({exc})",
+            hint="pip install nvidia-cudnn-frontend (1.14-1.26)") from None
+    return torch, cudnn
+
+
+def cudnn_frontend_version() -> str | None:
+    try:
+        _, cudnn = import_cudnn()
+    except DependencyMissing:
+        return None
+    return str(getattr(cudnn, "__version__", "unknown"))
+
+
+def get_handle(device: int | None = None, stream: Any = None) -> Any:
+    """One cuDNN handle per (device, stream), created once and bound to that stream."""
+    torch, cudnn = import_cudnn()
+    dev = torch.cuda.current_device() if device is None else int(device)
+    if stream is None:
+        stream = torch.cuda.current_stream(dev)
+    ptr = int(stream.cuda_stream) if hasattr(stream, "cuda_stream") else int(stream)
+    key = (dev, ptr)
+    with _LOCK:
+        h = _HANDLES.get(key)
+        if h is None:
+            with torch.cuda.device(dev):
+                h = cudnn.create_handle()
+                cudnn.set_stream(handle=h, stream=ptr)
+            _HANDLES[key] = h
+        return h
+
+
+def _dtype(cudnn: Any, name: str) -> Any:
+    return {"float32": cudnn.data_type.FLOAT, "float16": cudnn.data_type.HALF,
+            "bfloat16": cudnn.data_type.BFLOAT16}[name]
+
+
+def torch_dtype(torch: Any, name: str) -> Any:
+    return {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[name]
+
+
+def empty_for(problem: ConvProblem, role: str, device: Any = "cuda", dtype: Any = None) -> Any:
+    """An uninitialised tensor for a role with the problem's layout (strides cuDNN expects)."""
+    import torch
+
+    shape = policy.role_shapes(problem)[role]
+    strides = policy.logical_strides(problem, role)
+    dt = dtype if dtype is not None else torch_dtype(torch, problem.dtype)
+    return torch.empty_strided(shape, strides, dtype=dt, device=device)
+
+
+@dataclass
+class _Graph:
+    """One cudnn-frontend graph for a problem, with its tensors and the plans it holds."""
+
+    graph: Any
+    tensors: dict[str, Any]          # role -> cudnn tensor
+    handle: Any
+    source: str                      # "A" | "B" | "FALLBACK" | "enum"
+    names: list[str] = field(default_factory=list)
+
+
+def _new_graph(problem: ConvProblem, handle: Any, source: str) -> _Graph:
+    torch, cudnn = import_cudnn()
+    dt = _dtype(cudnn, problem.dtype)
+    f32 = cudnn.data_type.FLOAT
+    g = cudnn.pygraph(io_data_type=dt, intermediate_data_type=f32, compute_data_type=f32,
+                      handle=handle)
+    (a, b), out_role = policy.io_roles(problem.direction)
+    tens: dict[str, Any] = {}
+    for role in (a, b):
+        dims, strides = policy.cudnn_dims_strides(problem, role)
+        tens[role] = g.tensor(name=role, dim=dims, stride=strides, data_type=dt)
+    params = policy.cudnn_conv_params(problem)
+    if problem.direction == "fprop":
+        out = g.conv_fprop(image=tens["x"], weight=tens["w"], compute_data_type=f32, **params)
+    elif problem.direction == "dgrad":
+        out = g.conv_dgrad(loss=tens["dy"], filter=tens["w"], compute_data_type=f32, **params)
+    else:
+        out = g.conv_wgrad(image=tens["x"], loss=tens["dy"], compute_data_type=f32, **params)
+    dims, strides = policy.cudnn_dims_strides(problem, out_role)
+    out.set_output(True)
+    out.set_data_type(dt)
+    out.set_dim(dims)
+    out.set_stride(strides)
+    tens[out_role] = out
+    g.validate()
+    g.build_operation_graph()
+    return _Graph(graph=g, tensors=tens, handle=handle, source=source)
+
+
+def _numeric_notes(cudnn: Any, names: tuple[str, ...]) -> list[Any]:
+    out = []
+    for n in names:
+        note = getattr(cudnn.numerical_note, n, None)
+        if note is not None:
+            out.append(note)
+    return out
+
+
+@dataclass(frozen=True)
+class PlanInfo:
+    """What enumeration learned about one plan (built or not)."""
+
+    name: str
+    source: str
+    built: bool
+    workspace_bytes: int = 0
+    reason: str = ""
+    notes: tuple[str, ...] = ()
+
+
+class ConvPlan:
+    """An executable cuDNN plan for one problem (a built engine configuration of a graph)."""
+
+    def __init__(self, problem: ConvProblem, graph: _Graph, index: int, name: str,
+                 workspace_bytes: int, device: int) -> None:
+        self.problem = problem
+        self._g = graph
+        self.index = index
+        self.name = name
+        self.workspace_bytes = int(workspace_bytes)
+        self.device = device
+        self.source = graph.source
+        self._workspace: Any = None
+        (a, b), out_role = policy.io_roles(problem.direction)
+        self.input_roles = (a, b)
+        self.output_role = out_role
+
+    @property
+    def key(self) -> str:
+        return policy.cudnn_key(self.name)
+
+    # ------------------------------------------------------------ building
+    @classmethod
+    def build(cls, problem: ConvProblem, plan_name: str | None = None, handle: Any = None,
+              *, device: int | None = None) -> ConvPlan:
+        """The named plan (None: the best heuristic plan that passes the note filter).
+
+        Looks in heuristic modes A, B, FALLBACK, then in the enumerated configs of the plan's
+        engine. Raises LookupError when no such plan exists for this problem here, and
+        RuntimeError (with cuDNN's message) when it exists but does not build.
+        """
+        torch, _ = import_cudnn()
+        dev = torch.cuda.current_device() if device is None else int(device)
+        if plan_name is not None:
+            hit = _PLANS.get((dev, problem.key(), plan_name))
+            if hit is not None:
+                return hit
+        h = handle if handle is not None else get_handle(dev)
+        with torch.cuda.device(dev):
+            if plan_name is None:
+                for mode in policy.HEUR_MODES:
+                    for _info, plan in _mode_plans(problem, h, mode, dev, stop_at_first=True):
+                        if plan is not None:
+                            return plan
+                raise RuntimeError(f"no cuDNN plan builds for {problem.short()} "
+                                   "(heuristic modes A, B, FALLBACK all failed)")
+            policy.parse_plan_name(plan_name)  # ValueError for a malformed name
+            last = ""
+            for mode in policy.HEUR_MODES:
+                for info, plan in _mode_plans(problem, h, mode, dev, only=plan_name):
+                    if info.name == plan_name:
+                        if plan is not None:
+                            return plan
+                        last = info.reason
+            engine, _ = policy.parse_plan_name(plan_name)
+            for info, plan in _engine_plans(problem, h, engine, dev):
+                if info.name == plan_name:
+                    if plan is not None:
+                        return plan
+                    last = info.reason
+        if last:
+            raise RuntimeError(f"cuDNN plan {plan_name} does not build for {problem.short()}: {last}")
+        raise LookupError(f"cuDNN plan {plan_name} is not offered for {problem.short()} by this "
+                          "cuDNN (heuristics and enumeration of its engine)")
+
+    # ------------------------------------------------------------ running
+    def workspace(self) -> Any:
+        """The plan's own workspace buffer (allocated once)."""
+        if self._workspace is None:
+            import torch
+
+            self._workspace = torch.empty(max(1, self.workspace_bytes), dtype=torch.uint8,
+                                          device=f"cuda:{self.device}")
+        return self._workspace
+
+    def check_tensor(self, role: str, t: Any) -> None:
+        shape = policy.role_shapes(self.problem)[role]
+        strides = policy.logical_strides(self.problem, role)
+        if tuple(t.shape) != tuple(shape):
+            raise ValueError(f"{role} has shape {tuple(t.shape)}, the plan needs {shape}")
+        got = tuple(t.stride())
+        for size, s_got, s_want in zip(shape, got, strides, strict=True):
+            if size > 1 and s_got != s_want:
+                raise ValueError(f"{role} has strides {got}, the plan ({self.problem.layout}) "
+                                 f"needs {strides}")
+        if not t.is_cuda:
+            raise ValueError(f"{role} is on {t.device}, the plan runs on cuda:{self.device}")
+
+    def execute(self, *args: Any, workspace: Any = None, stream: Any = None,
+                check: bool = True) -> Any:
+        """Run the plan. `execute(a, b, out)` in the direction's order (fprop x, w, y; dgrad
+        dy, w, dx; wgrad x, dy, dw) or `execute({role: tensor, ...}, out)`. Returns `out`."""
+        if len(args) == 2 and isinstance(args[0], dict):
+            inputs, out = args
+            a, b = inputs[self.input_roles[0]], inputs[self.input_roles[1]]
+        elif len(args) == 3:
+            a, b, out = args
+        else:
+            raise TypeError("execute(a, b, out) or execute({role: tensor}, out)")
+        if check:
+            self.check_tensor(self.input_roles[0], a)
+            self.check_tensor(self.input_roles[1], b)
+            self.check_tensor(self.output_role, out)
+        ws = workspace if workspace is not None else self.workspace()
+        h = self._g.handle if stream is None else get_handle(self.device, stream)
+        t = self._g.tensors
+        self._g.graph.execute_plan_at_index(
+            {t[self.input_roles[0]]: a, t[self.input_roles[1]]: b, t[self.output_role]: out},
+            ws, self.index, handle=h)
+        return out
+
+    def __repr__(self) -> str:
+        return (f"ConvPlan({self.name!r}, source={self.source}, workspace={self.workspace_bytes}, "
+                f"problem={self.problem.short()!r})")
+
+
+# ---------------------------------------------------------------- enumeration
+def _apply_filter(problem: ConvProblem, g: _Graph) -> None:
+    _, cudnn = import_cudnn()
+    notes = _numeric_notes(cudnn, policy.note_filter(problem).numeric)
+    if notes:
+        g.graph.deselect_numeric_notes(notes)
+
+
+def _build_index(problem: ConvProblem, g: _Graph, i: int, dev: int,
+                 source: str) -> tuple[PlanInfo, ConvPlan | None]:
+    name = str(g.graph.get_plan_name_at_index(i))
+    try:
+        g.graph.build_plan_at_index(i)
+    except Exception as exc:  # noqa: BLE001 - cuDNN says why (deselected by notes, unsupported...)
+        msg = " ".join(str(exc).split())[:300]
+        if "Deselecting" in msg:
+            msg = "dropped by the numerical-note filter (" + ", ".join(
+                policy.note_filter(problem).numeric) + ")"
+        return PlanInfo(name, source, False, 0, msg), None
+    ws = int(g.graph.get_workspace_size_plan_at_index(i))
+    plan = ConvPlan(problem, g, i, name, ws, dev)
+    with _LOCK:
+        _PLANS.setdefault((dev, problem.key(), name), plan)
+        plan = _PLANS[(dev, problem.key(), name)]
+    return PlanInfo(name, source, True, ws), plan
+
+
+def _mode_plans(problem: ConvProblem, h: Any, mode: str, dev: int, *, stop_at_first: bool = False,
+                only: str | None = None):  # type: ignore[no-untyped-def]
+    """Yield (PlanInfo, ConvPlan|None) for a heuristic mode's list, in heuristic rank order."""
+    _, cudnn = import_cudnn()
+    try:
+        g = _new_graph(problem, h, mode)
+        g.graph.create_execution_plans([getattr(cudnn.heur_mode, mode)])
+    except Exception as exc:  # noqa: BLE001
+        yield PlanInfo(f"<heur {mode}>", mode, False, 0,
+                       f"heuristic query failed: {' '.join(str(exc).split())[:300]}"), None
+        return
+    _apply_filter(problem, g)
+    n = int(g.graph.get_execution_plan_count())
+    for i in range(n):
+        if only is not None and str(g.graph.get_plan_name_at_index(i)) != only:
+            continue
+        info, plan = _build_index(problem, g, i, dev, mode)
+        yield info, plan
+        if stop_at_first and plan is not None:
+            return
+
+
+def _engine_plans(problem: ConvProblem, h: Any, engine: int, dev: int, *, per_knob: int = 3,
+                  limit: int = 6):  # type: ignore[no-untyped-def]
+    """Yield (PlanInfo, ConvPlan|None) for bounded knob settings of one engine (its own graph)."""
+    try:
+        g = _new_graph(problem, h, "enum")
+        knobs = g.graph.get_knobs_for_engine(engine)
+    except Exception as exc:  # noqa: BLE001
+        yield PlanInfo(f"eng{engine}", "enum", False, 0,
+                       f"engine does not take this graph: {' '.join(str(exc).split())[:200]}"), None
+        return
+    spec = [(k.type, int(k.min_value), int(k.max_value), int(k.stride)) for k in knobs]
+    added = 0
+    for combo in policy.knob_combinations(spec, per_knob=per_knob, limit=limit):
+        try:
+            g.graph.create_execution_plan(engine, combo)
+            added += 1
+        except Exception:  # noqa: BLE001 - this knob setting is not valid for the engine
+            continue
+    if not added:
+        return
+    _apply_filter(problem, g)
+    for i in range(int(g.graph.get_execution_plan_count())):
+        yield _build_index(problem, g, i, dev, "enum")
+
+
+PROBED_NOTES = ("NONDETERMINISTIC", "TENSOR_CORE")
+
+
+def probe_notes(problem: ConvProblem, h: Any, mode: str,
+                notes: tuple[str, ...] = PROBED_NOTES) -> dict[str, set[str]]:
+    """Plan name -> which of `notes` its engine carries, for one heuristic mode's list.
+
+    The Python API has no per-plan numerical-note getter, so for each note we query the heuristics
+    on a fresh graph, deselect that note and set a workspace limit of -1: every plan then fails its
+    support check without being built, with "Deselecting" when it carries the note and a workspace
+    message when it does not (cudnn-frontend plans.h, check_support_at_index, cuDNN >= 9.2).
+    """
+    _, cudnn = import_cudnn()
+    out: dict[str, set[str]] = {}
+    for note in notes:
+        enum = getattr(cudnn.numerical_note, note, None)
+        if enum is None:
+            continue
+        try:
+            g = _new_graph(problem, h, mode)
+            g.graph.create_execution_plans([getattr(cudnn.heur_mode, mode)])
+            g.graph.deselect_numeric_notes([enum])
+            g.graph.deselect_workspace_greater_than(-1)
+        except Exception:  # noqa: BLE001
+            continue
+        for i in range(int(g.graph.get_execution_plan_count())):
+            name = str(g.graph.get_plan_name_at_index(i))
+            out.setdefault(name, set())
+            try:
+                g.graph.build_plan_at_index(i)
+            except Exception as exc:  # noqa: BLE001
+                if "Deselecting" in str(exc):
+                    out[name].add(note)
+    return out
+
+
+@dataclass
+class Enumeration:
+    """Every plan enumeration saw for a problem: built ones first in rank order, then the rest."""
+
+    problem_key: str
+    plans: list[PlanInfo]
+    seconds: float
+    engine_count: int = 0
+    enum_added: int = 0
+
+    def built(self) -> list[PlanInfo]:
+        return [p for p in self.plans if p.built]
+
+
+def enumerate_plans(problem: ConvProblem, *, device: int | None = None, handle: Any = None,
+                    enumerate_engines: bool = True, max_extra: int = 24,
+                    time_budget_s: float = 8.0, probe: bool = True) -> Enumeration:
+    """Plans for the problem: heuristic modes A, B, FALLBACK (deduplicated by name), then up to
+    `max_extra` more from engine/knob enumeration within `time_budget_s` seconds."""
+    torch, _ = import_cudnn()
+    dev = torch.cuda.current_device() if device is None else int(device)
+    h = handle if handle is not None else get_handle(dev)
+    t0 = time.perf_counter()
+    seen: dict[str, PlanInfo] = {}
+    order: list[str] = []
+    engine_count = 0
+    extra = 0
+
+    def note(info: PlanInfo) -> bool:
+        old = seen.get(info.name)
+        if old is None:
+            seen[info.name] = info
+            order.append(info.name)
+            return True
+        if info.built and not old.built:
+            seen[info.name] = info
+        return False
+
+    engine_notes: dict[int, set[str]] = {}
+    with torch.cuda.device(dev):
+        for mode in policy.HEUR_MODES:
+            for info, _plan in _mode_plans(problem, h, mode, dev):
+                note(info)
+            if probe:
+                for name, found in probe_notes(problem, h, mode).items():
+                    try:
+                        eng, _ = policy.parse_plan_name(name)
+                    except ValueError:
+                        continue
+                    engine_notes.setdefault(eng, set()).update(found)
+        if enumerate_engines and max_extra > 0:
+            try:
+                g = _new_graph(problem, h, "enum")
+                engine_count = int(g.graph.get_engine_count())
+            except Exception:  # noqa: BLE001
+                engine_count = 0
+            for engine in range(engine_count):
+                if extra >= max_extra or time.perf_counter() - t0 > time_budget_s:
+                    break
+                for info, _plan in _engine_plans(problem, h, engine, dev):
+                    if info.name.startswith("eng") and note(info) and info.built:
+                        extra += 1
+                    if extra >= max_extra:
+                        break
+    plans = []
+    for n in order:
+        info = seen[n]
+        try:
+            eng, _ = policy.parse_plan_name(n)
+        except ValueError:
+            plans.append(info)
+            continue
+        found = engine_notes.get(eng)
+        tags = tuple(sorted(found)) if found is not None else ("notes-unknown",)
+        plans.append(PlanInfo(info.name, info.source, info.built, info.workspace_bytes,
+                              info.reason, tags))
+    plans.sort(key=lambda p: (not p.built,))  # stable: rank order kept within built / not built
+    return Enumeration(problem.key(), plans, time.perf_counter() - t0, engine_count, extra)
+
+
+def cached_plan(problem: ConvProblem, name: str, device: int) -> ConvPlan | None:
+    return _PLANS.get((device, problem.key(), name))
+
+
+def clear_cache() -> None:
+    with _LOCK:
+        _PLANS.clear()

@@ -1,0 +1,222 @@
+"""Pure logic of the GPU backend, with no torch or cudnn import (unit-tested on any machine).
+
+- which cuDNN numerical/behaviour notes a problem forbids (PyTorch's own filter, made explicit),
+- candidate keys and plan names (parse, dedupe in a stable order),
+- knob value enumeration, bounded,
+- correctness tolerances per dtype/math mode,
+- tensor dims and strides per layout, with 1D mapped to 2D for cuDNN.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ...problem import ConvProblem
+
+CUDNN_PREFIX = "cudnn:"
+TORCH_KEYS = ("torch:benchmark", "torch:heuristic", "torch:cudnn-off")
+
+# Heuristic modes queried, in this order; "enum" marks plans added by engine/knob enumeration.
+HEUR_MODES = ("A", "B", "FALLBACK")
+
+
+# ---------------------------------------------------------------- notes
+@dataclass(frozen=True)
+class NoteFilter:
+    """Numerical notes (cudnn.numerical_note names) whose engines are dropped, and why."""
+
+    numeric: tuple[str, ...]
+    reasons: tuple[str, ...]
+
+
+def note_filter(problem: ConvProblem) -> NoteFilter:
+    """The engines a problem's math mode and determinism forbid.
+
+    Same rule as PyTorch's cuDNN v8 path (aten/src/ATen/native/cudnn/Conv_v8.cpp): DOWN_CONVERT_INPUTS
+    always (such engines compute in a lower precision than the inputs), TENSOR_CORE for float32 in
+    strict mode (fp32 tensor-core engines use TF32), NONDETERMINISTIC when determinism is required.
+    """
+    numeric = ["DOWN_CONVERT_INPUTS"]
+    reasons = ["DOWN_CONVERT_INPUTS: computes in lower precision than its inputs"]
+    if problem.dtype == "float32" and problem.math == "strict":
+        numeric.append("TENSOR_CORE")
+        reasons.append("TENSOR_CORE: float32 tensor-core engines use TF32 (math=strict forbids it)")
+    if problem.deterministic:
+        numeric.append("NONDETERMINISTIC")
+        reasons.append("NONDETERMINISTIC: results may differ run to run (det=1 forbids it)")
+    return NoteFilter(tuple(numeric), tuple(reasons))
+
+
+# ---------------------------------------------------------------- plan names and keys
+_PLAN_RE = re.compile(r"^eng(-?\d+)((?:_k\d+=-?\d+)*)$")
+_KNOB_RE = re.compile(r"_k(\d+)=(-?\d+)")
+
+
+def parse_plan_name(name: str) -> tuple[int, dict[int, int]]:
+    """`eng0_k2=1_k3=0` -> (0, {2: 1, 3: 0}); knob numbers are cuDNN backend knob types.
+
+    Raises ValueError for anything else.
+    """
+    m = _PLAN_RE.match(name.strip())
+    if not m:
+        raise ValueError(f"not a cuDNN plan name: {name!r} (expected e.g. 'eng0_k2=1_k3=0')")
+    knobs = {int(k): int(v) for k, v in _KNOB_RE.findall(m.group(2))}
+    return int(m.group(1)), knobs
+
+
+def cudnn_key(plan_name: str) -> str:
+    return CUDNN_PREFIX + plan_name
+
+
+def plan_name_of(key: str) -> str | None:
+    """The plan name inside a `cudnn:` candidate key, else None."""
+    return key[len(CUDNN_PREFIX):] if key.startswith(CUDNN_PREFIX) else None
+
+
+def dedupe(names: Iterable[str]) -> list[str]:
+    """First occurrence wins; order is kept (heuristic rank A, then B, then fallback, then enum)."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for n in names:
+        if n not in seen:
+            seen.add(n)
+            out.append(n)
+    return out
+
+
+# ---------------------------------------------------------------- knobs
+def knob_values(min_value: int, max_value: int, stride: int, limit: int = 3) -> list[int]:
+    """Up to `limit` values of a knob's range: both ends first, then evenly spaced inner values."""
+    if stride <= 0 or max_value < min_value:
+        return [min_value]
+    count = (max_value - min_value) // stride + 1
+    if count <= limit:
+        return [min_value + i * stride for i in range(count)]
+    picks = {0, count - 1}
+    if limit > 2:
+        for j in range(1, limit - 1):
+            picks.add(round(j * (count - 1) / (limit - 1)))
+    return [min_value + i * stride for i in sorted(picks)][:max(limit, 1)]
+
+
+def knob_combinations(knobs: Sequence[tuple[object, int, int, int]], *, per_knob: int = 3,
+                      limit: int = 6) -> list[dict[object, int]]:
+    """Bounded knob settings for one engine: `knobs` are (type, min, max, stride).
+
+    The first setting is every knob at its minimum; the rest walk the cartesian product of each
+    knob's `knob_values` in a fixed order, at most `limit` settings in all.
+    """
+    if not knobs:
+        return [{}]
+    axes = [[(t, v) for v in knob_values(lo, hi, st, per_knob)] for t, lo, hi, st in knobs]
+    out: list[dict[object, int]] = []
+    for combo in itertools.product(*axes):
+        out.append(dict(combo))
+        if len(out) >= limit:
+            break
+    return out
+
+
+# ---------------------------------------------------------------- tolerances
+@functools.lru_cache(maxsize=1)
+def _tolerance_table() -> dict[str, object]:
+    text = resources.files("convdoctor.tune.gpu").joinpath("data/tolerances.json").read_text()
+    return json.loads(text)  # type: ignore[no-any-return]
+
+
+def reduction_length(problem: ConvProblem) -> int:
+    """How many products each output element sums (sets how rounding error grows)."""
+    kernel = math.prod(problem.kernel)
+    if problem.direction == "fprop":
+        return (problem.c // problem.groups) * kernel
+    if problem.direction == "dgrad":
+        # each dx element gathers from about K/g * kernel / prod(stride) dy elements
+        return max(1, (problem.k // problem.groups) * kernel // max(1, math.prod(problem.stride)))
+    return problem.n * math.prod(problem.out_spatial())
+
+
+def tolerance(problem: ConvProblem) -> float:
+    """Norm-wise relative error allowed for this problem's dtype, math mode and reduction length."""
+    table = _tolerance_table()
+    base_tab: dict[str, float] = table["base"]  # type: ignore[assignment]
+    key = f"float32/{problem.math}" if problem.dtype == "float32" else problem.dtype
+    base = float(base_tab[key])
+    u = float(table["unit_roundoff_fp32"])  # type: ignore[arg-type]
+    growth = float(table["growth"])  # type: ignore[arg-type]
+    return max(base, growth * math.sqrt(reduction_length(problem)) * u)
+
+
+# ---------------------------------------------------------------- layouts
+def packed_strides(dims: Sequence[int], layout: str) -> tuple[int, ...]:
+    """Strides of a packed N,C,spatial... tensor: `nchw` row-major, `nhwc` channels-last."""
+    nd = len(dims)
+    if layout == "nchw":
+        order = list(range(nd - 1, -1, -1))          # innermost first: last spatial ... N
+    else:
+        order = [1] + list(range(nd - 1, 1, -1)) + [0]  # C, last spatial ... first spatial, N
+    strides = [0] * nd
+    acc = 1
+    for ax in order:
+        strides[ax] = acc
+        acc *= dims[ax]
+    return tuple(strides)
+
+
+def role_shapes(problem: ConvProblem) -> dict[str, tuple[int, ...]]:
+    """Logical (PyTorch) shapes by role: x/dx, w/dw, y/dy."""
+    x, w, y = problem.x_shape(), problem.w_shape(), problem.y_shape()
+    return {"x": x, "dx": x, "w": w, "dw": w, "y": y, "dy": y}
+
+
+def logical_strides(problem: ConvProblem, role: str) -> tuple[int, ...]:
+    """Strides of the PyTorch tensor for a role (1D: the 2D strides without the unit H axis)."""
+    shape = role_shapes(problem)[role]
+    if problem.ndim == 1:
+        s4 = packed_strides((shape[0], shape[1], 1, shape[2]), problem.layout)
+        return (s4[0], s4[1], s4[3])
+    return packed_strides(shape, problem.layout)
+
+
+def cudnn_dims_strides(problem: ConvProblem, role: str) -> tuple[list[int], list[int]]:
+    """Dims and strides cuDNN sees for a role; a 1D problem becomes 2D with H=1."""
+    shape = role_shapes(problem)[role]
+    if problem.ndim == 1:
+        dims = (shape[0], shape[1], 1, shape[2])
+        return list(dims), list(packed_strides(dims, problem.layout))
+    return list(shape), list(packed_strides(shape, problem.layout))
+
+
+def cudnn_conv_params(problem: ConvProblem) -> dict[str, list[int]]:
+    """pre_padding, post_padding, stride, dilation for cuDNN (1D: H axis with 0 pad, 1 stride)."""
+    if problem.ndim == 1:
+        return {"pre_padding": [0, problem.pad_pre[0]], "post_padding": [0, problem.pad_post[0]],
+                "stride": [1, problem.stride[0]], "dilation": [1, problem.dilation[0]]}
+    return {"pre_padding": list(problem.pad_pre), "post_padding": list(problem.pad_post),
+            "stride": list(problem.stride), "dilation": list(problem.dilation)}
+
+
+def io_roles(direction: str) -> tuple[tuple[str, str], str]:
+    """(input roles, output role) of a direction: fprop x,w->y; dgrad dy,w->dx; wgrad x,dy->dw."""
+    if direction == "fprop":
+        return ("x", "w"), "y"
+    if direction == "dgrad":
+        return ("dy", "w"), "dx"
+    if direction == "wgrad":
+        return ("x", "dy"), "dw"
+    raise ValueError(f"unknown direction {direction!r}")
+
+
+def rel_error(num: float, den: float) -> float:
+    """||a-b|| / ||b|| from the two norms; a zero reference counts any difference as error 1."""
+    if den == 0.0:
+        return 0.0 if num == 0.0 else math.inf
+    return num / den
