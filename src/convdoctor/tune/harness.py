@@ -11,6 +11,7 @@ determinism, then the candidate key, so two runs agree.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -29,11 +30,13 @@ class HarnessConfig:
     budget_s: float = 20.0             # cap on the adaptive sampling phase of one problem
     target_rel_ci: float = 0.01        # stop when the median's 95% CI half-width is within this
     min_samples: int = 10              # per finalist before the stopping rule applies
+    min_rounds: int = 6                # paired rounds before a finalist may be dropped as slower
     max_samples: int = 300             # per finalist
     batch: int = 5                     # samples per finalist per round-robin round
     warmup_reps: int = 3               # samples per warm-up step
     warmup_settle: float = 0.05        # warm: a step's median no more than this below the best
     warmup_max_steps: int = 12
+    warmup_cap_s: float = 2.0          # per candidate (host time), for slow CPU problems
     screen_reps: int = 5
     screen_margin: float = 0.30        # hopeless: screen median > (1 + margin) x best screen median
     max_finalists: int = 6
@@ -62,6 +65,19 @@ class _Live:
     active: bool = True
 
 
+def _ratios(rounds: list[dict[int, float]], lv: _Live, ref: _Live) -> list[float]:
+    """Per-round ratios lv/ref over the rounds where both were timed."""
+    a, b = id(lv), id(ref)
+    return [r[a] / r[b] for r in rounds if a in r and b in r and r[b] > 0]
+
+
+def _rel_halfwidth(values: list[float]) -> float:
+    med, lo, hi = median_ci(values)
+    if not values or not med > 0:
+        return math.inf
+    return (hi - lo) / 2.0 / med
+
+
 def _slow(reading: ClockReading | None) -> bool:
     return bool(reading is not None and reading.slowdown)
 
@@ -73,6 +89,7 @@ class Harness:
         self.cfg = config or HarnessConfig()
         self.note = note or _noop
         self.degraded = False
+        self._rounds: list[dict[int, float]] = []
 
     # ------------------------------------------------------------------ measuring one batch
     def _timed(self, live: _Live, reps: int) -> list[float] | None:
@@ -167,7 +184,10 @@ class Harness:
         live.stats.first_run_s = time.perf_counter() - t0
         live.stats.warmup_runs = 1
         best: float | None = None
+        t_end = self.cfg.now() + self.cfg.warmup_cap_s
         for _ in range(self.cfg.warmup_max_steps):
+            if self.cfg.now() > t_end:
+                return
             s = self._timed(live, self.cfg.warmup_reps)
             if s is None:
                 return
@@ -178,89 +198,147 @@ class Harness:
                 return
             best = med if best is None else min(best, med)
 
+    def _rotated(self, lives: list[_Live], rnd: int) -> list[_Live]:
+        k = rnd % len(lives) if lives else 0
+        return lives[k:] + lives[:k]
+
     def _screen(self, lives: list[_Live]) -> list[_Live]:
-        for live in lives:
-            if live.active:
-                s = self._timed(live, self.cfg.screen_reps)
+        """A few rounds, one sample per candidate per round (rotating order), scored by the
+        per-round ratio to the fastest, so drift during the screen cannot favour an early one."""
+        cands = [lv for lv in lives if lv.active]
+        rounds: list[dict[int, float]] = []
+        for rnd in range(self.cfg.screen_reps):
+            row: dict[int, float] = {}
+            for lv in self._rotated(cands, rnd):
+                if not lv.active:
+                    continue
+                s = self._timed(lv, 1)
                 if s is not None:
-                    live.stats.screen_samples = s
-        ok = [lv for lv in lives if lv.active and lv.stats.screen_samples]
+                    lv.stats.screen_samples.extend(s)
+                    row[id(lv)] = s[0]
+                if self.degraded:
+                    break
+            rounds.append(row)
+            if self.degraded:
+                break
+        ok = [lv for lv in cands if lv.active and lv.stats.screen_samples]
         if not ok:
             return []
-        ok.sort(key=lambda lv: statistics.median(lv.stats.screen_samples))
-        best = statistics.median(ok[0].stats.screen_samples)
-        finalists: list[_Live] = []
+        ref = min(ok, key=lambda lv: statistics.median(lv.stats.screen_samples))
+        scored: list[tuple[float, float, _Live]] = []
         for lv in ok:
-            med = statistics.median(lv.stats.screen_samples)
+            ratios = _ratios(rounds, lv, ref)
+            if ratios:
+                scored.append((statistics.median(ratios), min(ratios), lv))
+            else:
+                m = statistics.median(lv.stats.screen_samples)
+                r = m / statistics.median(ref.stats.screen_samples)
+                scored.append((r, r, lv))
+        scored.sort(key=lambda t: t[0])
+        finalists: list[_Live] = []
+        n_contenders = 0
+        for score, best_ratio, lv in scored:
             keep = lv.stats.candidate.key in self.cfg.keep_keys
-            contender = (med <= best * (1.0 + self.cfg.screen_margin)
-                         and sum(1 for f in finalists if f.stats.candidate.key not in
-                                 self.cfg.keep_keys) < self.cfg.max_finalists)
+            # Hopeless only if even its best round is far behind the fastest: one burst of
+            # noise during a candidate's screen must not drop it.
+            contender = (best_ratio <= 1.0 + self.cfg.screen_margin
+                         and n_contenders < self.cfg.max_finalists)
+            if contender:
+                n_contenders += 1
             if keep or contender:
                 finalists.append(lv)
             else:
                 lv.stats.status = "screened-out"
-                lv.stats.reason = f"screen median {med / best:.2f}x the best's"
+                lv.stats.reason = (f"screen: {score:.2f}x the fastest (best round "
+                                   f"{best_ratio:.2f}x)")
                 lv.active = False
                 self._close(lv)
         return finalists
 
     def _sample(self, finalists: list[_Live]) -> None:
+        """Round-robin batches until every contender's ratio to the leader, and the leader's
+        median, have CIs within `target_rel_ci` (or the time cap). Slower ones drop out early."""
         cfg = self.cfg
         deadline = cfg.now() + cfg.budget_s
-        rnd = 0
+        self._rounds = []
         active = list(finalists)
+        rnd = 0
         while active and not self.degraded:
-            order = active[rnd % len(active):] + active[:rnd % len(active)]
-            for lv in order:
+            row: dict[int, float] = {}
+            for lv in self._rotated(active, rnd):
                 if not lv.active:
                     continue
                 s = self._timed(lv, cfg.batch)
                 if s is not None:
                     lv.stats.samples.extend(s)
+                    row[id(lv)] = statistics.median(s)
                 if self.degraded:
                     break
+            self._rounds.append(row)
             rnd += 1
             active = [lv for lv in active if lv.active and lv.stats.n < cfg.max_samples]
             if not active:
                 break
-            # Contenders: every finalist whose CI reaches the best's CI (plus the tie floor).
-            meds = {id(lv): median_ci(lv.stats.samples) for lv in active if lv.stats.samples}
-            if not meds:
+            leader, scores = self._leader(active)
+            if leader is None:
                 break
-            best = min(meds.values(), key=lambda m: m[0])
-            contenders = []
+            contenders = [leader]
             for lv in active:
-                m = meds.get(id(lv))
-                if m is None:
+                if lv is leader:
                     continue
-                clearly_slower = (lv.stats.n >= cfg.min_samples and best[0] > 0
-                                  and m[1] > best[2] * (1.0 + cfg.tie_floor))
-                if not clearly_slower:
-                    contenders.append(lv)
-            converged = all(lv.stats.n >= cfg.min_samples and lv.stats.rel_ci <= cfg.target_rel_ci
-                            for lv in contenders)
+                ratios = scores.get(id(lv), [])
+                enough = len(ratios) >= cfg.min_rounds
+                if enough and median_ci(ratios)[1] > 1.0 + cfg.tie_floor:
+                    continue              # clearly slower than the leader: stop sampling it
+                contenders.append(lv)
+            converged = (leader.stats.n >= cfg.min_samples
+                         and leader.stats.rel_ci <= cfg.target_rel_ci)
+            for lv in contenders:
+                if lv is leader:
+                    continue
+                ratios = scores.get(id(lv), [])
+                if len(ratios) < cfg.min_rounds or _rel_halfwidth(ratios) > cfg.target_rel_ci:
+                    converged = False
             if converged:
                 break
             if cfg.now() >= deadline:
                 self.note("time cap reached before every median converged")
                 break
-            # Candidates clearly slower than the best stop sampling once they have enough samples.
-            active = [lv for lv in active if lv in contenders or lv.stats.n < cfg.min_samples]
+            active = [lv for lv in active if lv in contenders]
+
+    def _leader(self, lives: list[_Live]) -> tuple[_Live | None, dict[int, list[float]]]:
+        """The fastest by paired per-round ratios (drift between rounds cancels out)."""
+        have = [lv for lv in lives if lv.stats.samples]
+        if not have:
+            return None, {}
+        # Reference: the candidate sampled in the most rounds (it shares rounds with every other).
+        ref = max(have, key=lambda lv: (sum(1 for r in self._rounds if id(lv) in r),
+                                        -(lv.stats.median_s or 0.0)))
+        score: dict[int, float] = {}
+        for lv in have:
+            ratios = _ratios(self._rounds, lv, ref)
+            score[id(lv)] = statistics.median(ratios) if ratios else math.inf
+        leader = min(have, key=lambda lv: score[id(lv)])
+        return leader, {id(lv): _ratios(self._rounds, lv, leader) for lv in have}
 
     # ------------------------------------------------------------------ selection
     def _select(self, finalists: list[_Live]) -> tuple[Candidate | None, float]:
         measured = [lv for lv in finalists if lv.stats.status == "ok" and lv.stats.samples]
         if not measured:
             return None, 0.0
-        best = min(measured, key=lambda lv: lv.stats.median_s or float("inf"))
-        best_med = best.stats.median_s or 0.0
-        band = max(self.cfg.tie_floor, best.stats.rel_ci if best.stats.n >= 3 else 0.0)
-        ties = []
+        leader, scores = self._leader(measured)
+        assert leader is not None
+        # A tie: the ratio to the leader is not clearly above 1 + tie_floor (its CI reaches it).
+        band = self.cfg.tie_floor
+        ties = [leader]
         for lv in measured:
-            med = lv.stats.median_s or float("inf")
-            lv_band = max(band, lv.stats.rel_ci if lv.stats.n >= 3 else 0.0)
-            if med <= best_med * (1.0 + lv_band):
+            if lv is leader:
+                continue
+            ratios = scores.get(id(lv), [])
+            if not ratios:
+                continue
+            low = median_ci(ratios)[1] if len(ratios) >= 3 else statistics.median(ratios)
+            if low <= 1.0 + band:
                 ties.append(lv)
         ties.sort(key=lambda lv: (lv.stats.candidate.workspace_bytes,
                                   not lv.stats.candidate.deterministic, lv.stats.candidate.key))

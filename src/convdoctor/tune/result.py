@@ -20,7 +20,9 @@ from .backend import Candidate, Correctness
 STATUSES = ("ok", "disqualified", "failed", "screened-out", "unsupported")
 
 BASELINE_KEYS = ("torch:heuristic", "torch:benchmark")
-CPU_BASELINE_KEYS = ("cpu:default",)
+CPU_BASELINE_KEYS = ("cpu:mkldnn-on",)   # PyTorch's default CPU path
+BASELINE_LABELS = {"torch:heuristic": "PyTorch heuristic", "torch:benchmark": "PyTorch benchmark",
+                   "cpu:mkldnn-on": "PyTorch default"}
 
 
 def median_ci(samples: list[float], z: float = 1.96) -> tuple[float, float, float]:

@@ -1,0 +1,157 @@
+"""The harness picks the truly fastest candidate under the traps of real devices, where a one-sample
+screen (PyTorch's cudnn.benchmark way: one warm-up, one timed run each) does not.
+
+Each scenario is run for many seeds on the same simulated candidates with both selectors.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from tune_fakes import SimBackend, SimCandidate, SimWorld
+
+from convdoctor.problem import ConvProblem
+from convdoctor.tune.harness import Harness, HarnessConfig, one_sample_select
+
+PROBLEM = ConvProblem.parse("fprop n=32 c=256 h=28 w=28 k=256 r=3 s=3 pad=1")
+SEEDS = 60
+BEST = "eng:best"
+
+
+def _candidates(rng: random.Random, scenario: str) -> list[SimCandidate]:
+    base = 1e-3
+    cands = [SimCandidate(BEST, base), SimCandidate("eng:second", base * 1.05)]
+    for i in range(6):
+        cands.append(SimCandidate(f"eng:other{i}", base * rng.uniform(1.08, 1.8)))
+    if scenario in ("first-run", "all"):
+        # Lazy loading: the best engine's first runs are several times its steady state.
+        cands[0].first_run_penalty = rng.uniform(2.0, 4.0)
+        for c in cands[2:]:
+            if rng.random() < 0.3:
+                c.first_run_penalty = rng.uniform(1.5, 3.0)
+    rng.shuffle(cands)
+    return cands
+
+
+def _world(seed: int, scenario: str) -> SimWorld:
+    rng = random.Random(seed * 7919 + sum(map(ord, scenario)))
+    cands = _candidates(rng, scenario)
+    w = SimWorld(seed=seed, candidates=cands)
+    if scenario in ("drift", "all"):
+        w.drift_per_s = rng.uniform(3.0, 8.0)       # +3..8% per 10 ms: a GPU heating up fast
+    if scenario in ("throttle", "all", "throttle-unreported"):
+        start = rng.uniform(0.0, 0.012)
+        w.throttle = (start, start + rng.uniform(0.005, 0.02))
+        w.report_throttle = scenario != "throttle-unreported"
+    if scenario == "noise":
+        w.noise_sigma = 0.08
+        w.outlier_p = 0.08
+    return w
+
+
+def _harness_pick(seed: int, scenario: str) -> str | None:
+    w = _world(seed, scenario)
+    cfg = HarnessConfig(budget_s=3.0, now=w.now, sleep=w.sleep, throttle_pause_s=0.05)
+    result = Harness(SimBackend(w), cfg).run(PROBLEM, {"backend": "sim"})
+    return None if result.winner is None else result.winner.key
+
+
+def _one_sample_pick(seed: int, scenario: str) -> str | None:
+    w = _world(seed, scenario)
+    c = one_sample_select(PROBLEM, SimBackend(w), limit=10)
+    return None if c is None else c.key
+
+
+def _rates(scenario: str) -> tuple[float, float]:
+    h = sum(_harness_pick(s, scenario) == BEST for s in range(SEEDS)) / SEEDS
+    o = sum(_one_sample_pick(s, scenario) == BEST for s in range(SEEDS)) / SEEDS
+    return h, o
+
+
+@pytest.mark.parametrize("scenario,one_sample_max", [
+    ("noise", 0.75),
+    ("first-run", 0.70),
+    ("drift", 0.75),
+    ("throttle", 0.80),
+    ("throttle-unreported", 0.80),
+    ("all", 0.50),
+])
+def test_harness_finds_the_fastest_where_one_sample_does_not(scenario: str,
+                                                             one_sample_max: float) -> None:
+    h, o = _rates(scenario)
+    print(f"{scenario}: harness {h:.2f}, one-sample {o:.2f}")
+    assert h >= 0.95, f"harness picked the true best in only {h:.0%} of {SEEDS} seeds"
+    assert o <= one_sample_max, f"one-sample screen unexpectedly good ({o:.0%}): trap too weak"
+    assert h - o >= 0.15
+
+
+def test_slowdown_samples_are_discarded_and_recorded() -> None:
+    w = _world(3, "throttle")
+    w.throttle = (0.0, 0.2)          # throttled from the start: harness pauses until it clears
+    cfg = HarnessConfig(budget_s=3.0, now=w.now, sleep=w.sleep, throttle_pause_s=0.05)
+    r = Harness(SimBackend(w), cfg).run(PROBLEM, {"backend": "sim"})
+    assert r.winner is not None and r.winner.key == BEST
+    assert sum(s.discarded for s in r.candidates) > 0
+    assert not r.degraded
+    ws = r.winner_stats
+    assert ws is not None and ws.clock_mhz == 1980.0
+
+
+def test_persistent_slowdown_marks_result_degraded() -> None:
+    w = _world(4, "throttle")
+    w.throttle = (0.0, 1e9)
+    cfg = HarnessConfig(budget_s=3.0, now=w.now, sleep=w.sleep, throttle_pause_s=0.05,
+                        max_throttle_retries=3)
+    r = Harness(SimBackend(w), cfg).run(PROBLEM, {"backend": "sim"})
+    assert r.degraded
+
+
+def test_wrong_engine_is_disqualified_even_when_fastest() -> None:
+    w = _world(5, "noise")
+    w.noise_sigma, w.outlier_p = 0.02, 0.0
+    w.candidates.append(SimCandidate("eng:wrong-but-fast", 0.5e-3, wrong=True))
+    cfg = HarnessConfig(budget_s=3.0, now=w.now, sleep=w.sleep)
+    r = Harness(SimBackend(w), cfg).run(PROBLEM, {"backend": "sim"})
+    st = r.stats_for("eng:wrong-but-fast")
+    assert st is not None and st.status == "disqualified" and "wrong output" in st.reason
+    assert r.winner is not None and r.winner.key == BEST
+
+
+def test_deterministic_problem_excludes_nondeterministic_candidates() -> None:
+    w = _world(6, "noise")
+    w.noise_sigma, w.outlier_p = 0.02, 0.0
+    w.candidates.append(SimCandidate("eng:atomic-fast", 0.5e-3, deterministic=False))
+    cfg = HarnessConfig(budget_s=3.0, now=w.now, sleep=w.sleep)
+    from dataclasses import replace
+
+    r = Harness(SimBackend(w), cfg).run(replace(PROBLEM, deterministic=True), {"backend": "sim"})
+    assert r.stats_for("eng:atomic-fast").status == "unsupported"  # type: ignore[union-attr]
+    assert r.winner is not None and r.winner.key == BEST
+
+
+def test_ties_break_by_workspace_then_determinism_then_key_and_runs_agree() -> None:
+    picks = set()
+    for seed in range(20):
+        cands = [SimCandidate("eng:b-big-ws", 1e-3, workspace=1 << 20),
+                 SimCandidate("eng:a-nondet", 1e-3, workspace=0, deterministic=False),
+                 SimCandidate("eng:c-small-ws", 1e-3, workspace=0),
+                 SimCandidate("eng:d-small-ws", 1e-3, workspace=0),
+                 SimCandidate("eng:slow", 1.5e-3)]
+        random.Random(seed).shuffle(cands)
+        w = SimWorld(seed=seed, candidates=cands, noise_sigma=0.02, outlier_p=0.0)
+        cfg = HarnessConfig(budget_s=3.0, now=w.now, sleep=w.sleep)
+        r = Harness(SimBackend(w), cfg).run(PROBLEM, {"backend": "sim"})
+        assert r.winner is not None
+        picks.add(r.winner.key)
+    # equal speed: no workspace, deterministic, then the smallest key
+    assert picks == {"eng:c-small-ws"}
+
+
+def test_budget_caps_sampling() -> None:
+    w = _world(7, "noise")
+    w.noise_sigma = 0.5            # so noisy the CI never reaches 1%
+    cfg = HarnessConfig(budget_s=0.5, now=w.now, sleep=w.sleep)
+    r = Harness(SimBackend(w), cfg).run(PROBLEM, {"backend": "sim"})
+    assert r.winner is not None
+    assert w.t < 0.5 + 0.3         # sampling stopped near the cap (plus warm-up and screen)

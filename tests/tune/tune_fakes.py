@@ -1,0 +1,185 @@
+"""Fakes for the tuner's tests: a simulated device with the measurement traps of real GPUs.
+
+`SimWorld` keeps simulated time. Every run of a candidate takes its true time, multiplied by
+log-normal noise with occasional outliers, a drift that grows with time (a GPU heating up), a
+throttling episode (a window of time where everything runs slower and the clock reports a slowdown),
+and a first-run penalty for some candidates (lazy loading: the first runs are several times slower).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import signal
+import time
+from dataclasses import dataclass, field
+
+from convdoctor.problem import ConvProblem
+from convdoctor.tune.backend import Candidate, CandidateUnsupported, ClockReading, Correctness
+
+
+@dataclass
+class SimCandidate:
+    key: str
+    true_s: float
+    first_run_penalty: float = 1.0      # factor on the first `penalty_runs` runs
+    penalty_runs: int = 3
+    workspace: int = 0
+    deterministic: bool = True
+    wrong: bool = False                 # produces a wrong output
+    runs: int = 0
+
+
+@dataclass
+class SimWorld:
+    seed: int
+    candidates: list[SimCandidate]
+    noise_sigma: float = 0.04
+    outlier_p: float = 0.03
+    drift_per_s: float = 0.0            # relative slowdown per simulated second
+    throttle: tuple[float, float] | None = None   # [start, end) in simulated seconds
+    throttle_factor: float = 1.5
+    report_throttle: bool = True        # whether clock() shows the slowdown
+    overhead_s: float = 2e-5
+    t: float = 0.0
+    rng: random.Random = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.t += s
+
+    def throttled(self) -> bool:
+        return self.throttle is not None and self.throttle[0] <= self.t < self.throttle[1]
+
+    def run(self, c: SimCandidate) -> float:
+        v = c.true_s
+        if c.runs < c.penalty_runs:
+            v *= c.first_run_penalty
+        c.runs += 1
+        v *= math.exp(self.rng.gauss(0.0, self.noise_sigma))
+        if self.rng.random() < self.outlier_p:
+            v *= 1.0 + self.rng.random()
+        v *= 1.0 + self.drift_per_s * self.t
+        if self.throttled():
+            v *= self.throttle_factor
+        self.t += v + self.overhead_s
+        return v
+
+
+class SimRunner:
+    def __init__(self, world: SimWorld, sc: SimCandidate, cand: Candidate) -> None:
+        self.world = world
+        self.sc = sc
+        self.candidate = cand
+
+    def warmup(self) -> None:
+        self.world.run(self.sc)
+
+    def time(self, reps: int) -> list[float]:
+        return [self.world.run(self.sc) for _ in range(reps)]
+
+    def check(self) -> Correctness:
+        self.world.run(self.sc)
+        if self.sc.wrong:
+            return Correctness(False, 0.7, 1e-4, "simulated wrong engine")
+        return Correctness(True, 1e-6, 1e-4)
+
+    def close(self) -> None:
+        pass
+
+
+class SimBackend:
+    name = "sim"
+
+    def __init__(self, world: SimWorld) -> None:
+        self.world = world
+        self.by_key = {c.key: c for c in world.candidates}
+
+    def environment(self) -> dict[str, str]:
+        return {"backend": "sim", "gpu_name": "Simulated GPU", "torch": "0"}
+
+    def candidates(self, problem: ConvProblem) -> list[Candidate]:
+        return [Candidate(key=c.key, backend="sim", workspace_bytes=c.workspace,
+                          deterministic=c.deterministic) for c in self.world.candidates]
+
+    def prepare(self, problem: ConvProblem, candidate: Candidate) -> SimRunner:
+        return SimRunner(self.world, self.by_key[candidate.key], candidate)
+
+    def clock(self) -> ClockReading | None:
+        slow = self.world.report_throttle and self.world.throttled()
+        return ClockReading(sm_clock_mhz=1400.0 if slow else 1980.0, max_sm_clock_mhz=1980.0,
+                            reasons=0x4 if slow else 0, slowdown=slow)
+
+
+# ---------------------------------------------------------------------- for the worker tests
+class _CrashRunner:
+    def __init__(self, candidate: Candidate, behaviour: str, true_s: float) -> None:
+        self.candidate = candidate
+        self.behaviour = behaviour
+        self.true_s = true_s
+
+    def _maybe_die(self) -> None:
+        if self.behaviour == "abort":
+            os.abort()
+        if self.behaviour == "segv":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if self.behaviour == "hang":
+            time.sleep(3600)
+        if self.behaviour == "raise":
+            raise RuntimeError("CUDNN_STATUS_EXECUTION_FAILED (simulated)")
+        if self.behaviour == "unsupported":
+            raise CandidateUnsupported("simulated: not for this problem")
+
+    def warmup(self) -> None:
+        self._maybe_die()
+
+    def time(self, reps: int) -> list[float]:
+        self._maybe_die()
+        out = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            end = t0 + self.true_s
+            while time.perf_counter() < end:
+                pass
+            out.append(time.perf_counter() - t0)
+        return out
+
+    def check(self) -> Correctness:
+        return Correctness(True, 0.0, 1e-4)
+
+    def close(self) -> None:
+        pass
+
+
+class CrashBackend:
+    """Candidates named for how they behave: ok-*, abort, segv, hang, raise, unsupported."""
+
+    name = "crash"
+
+    def environment(self) -> dict[str, str]:
+        return {"backend": "crash", "pid_parent_check": "1"}
+
+    def candidates(self, problem: ConvProblem) -> list[Candidate]:
+        keys = ["fake:ok-slow", "fake:abort", "fake:hang", "fake:ok-fast", "fake:segv",
+                "fake:raise", "fake:unsupported"]
+        return [Candidate(key=k, backend="crash") for k in keys]
+
+    def prepare(self, problem: ConvProblem, candidate: Candidate) -> _CrashRunner:
+        name = candidate.key.split(":", 1)[1]
+        if name == "unsupported":
+            raise CandidateUnsupported("simulated: not for this problem")
+        true_s = {"ok-slow": 0.004, "ok-fast": 0.001}.get(name, 0.002)
+        return _CrashRunner(candidate, name if not name.startswith("ok") else "ok", true_s)
+
+    def clock(self) -> ClockReading | None:
+        return None
+
+
+def make_crash_backend() -> CrashBackend:
+    return CrashBackend()
