@@ -1,0 +1,593 @@
+"""Probes: small functions that read one part of the machine and return a `Fact`.
+
+Every probe has the signature `(ctx: ProbeContext) -> Fact`, never raises (the runner turns an
+unexpected exception into a problem on the fact) and bounds its child processes with timeouts.
+`PROBES` is the ordered registry; later probes may read earlier facts through `ctx.facts`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from .facts import Fact, cuda_int_to_str, cudnn_int_to_str
+from .system import ChildResult, System
+
+ENV_PREFIXES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "CUDA_", "CUDNN_", "TORCH_CUDNN_", "TORCH_CUDA_",
+                "PYTORCH_", "TF_", "XLA_", "NVIDIA_", "CONDA_PREFIX", "NCCL_DEBUG")
+DEFAULT_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
+# libraries we track, by family; the soname is "<base>.so.<major>"
+LIB_RE = re.compile(r"^(libcudnn(?:_[a-z_]+)?|libcudart|libcublasLt|libcublas|libnvrtc)\.so\.(\d+)((?:\.\d+)*)$")
+FAMILY = {"libcudart": "cudart", "libcublas": "cublas", "libcublasLt": "cublasLt", "libnvrtc": "nvrtc"}
+# cuDNN libraries whose version we read by loading them (the engines libraries are huge and skipped)
+CUDNN_LOADABLE = ("libcudnn", "libcudnn_graph", "libcudnn_ops_infer")  # others would report their dependency's version
+
+LIBINFO_TIMEOUT = 15.0
+TORCH_TIMEOUT = 90.0
+DRIVER_TIMEOUT = 15.0
+
+
+@dataclass
+class ProbeContext:
+    system: System
+    facts: dict[str, Fact] = field(default_factory=dict)
+    run_conv: bool = True
+    pool: ThreadPoolExecutor | None = None
+    pending: dict[str, Future[ChildResult]] = field(default_factory=dict)
+
+    def child(self, key: str, script: str, args: tuple[str, ...] = (), timeout: float = 20.0,
+              env: dict[str, str] | None = None) -> ChildResult:
+        """Result of a child script, started earlier by `start` when possible (probes overlap)."""
+        fut = self.pending.pop(key, None)
+        if fut is not None:
+            return fut.result()
+        return self.system.child(script, args, timeout=timeout, env=env)
+
+    def start(self, key: str, script: str, args: tuple[str, ...] = (), timeout: float = 20.0,
+              env: dict[str, str] | None = None) -> None:
+        if self.pool is not None and key not in self.pending:
+            self.pending[key] = self.pool.submit(self.system.child, script, args, timeout=timeout, env=env)
+
+
+Probe = Callable[[ProbeContext], Fact]
+
+
+# ---------------------------------------------------------------- environment variables
+def probe_environ(ctx: ProbeContext) -> Fact:
+    env = ctx.system.environ
+    fact = Fact("environ", sources=["process environment"])
+    fact.value = {k: v for k, v in sorted(env.items()) if k.startswith(ENV_PREFIXES)}
+    return fact
+
+
+# ---------------------------------------------------------------- driver
+_KMOD_RE = re.compile(r"Kernel Module(?: for [\w-]+)?\s+(\d+\.\d+(?:\.\d+)?)")
+
+
+def probe_driver(ctx: ProbeContext) -> Fact:
+    s = ctx.system
+    fact = Fact("driver")
+    v: dict[str, Any] = {}
+    text = s.read_text("/proc/driver/nvidia/version")
+    if text is not None:
+        fact.sources.append("/proc/driver/nvidia/version")
+        m = _KMOD_RE.search(text)
+        v["kernel_module"] = m.group(1) if m else None
+        v["kernel_module_line"] = text.strip().splitlines()[0][:200] if text.strip() else ""
+    elif s.exists("/proc/driver/nvidia/version"):
+        fact.problem("/proc/driver/nvidia/version", s.read_error("/proc/driver/nvidia/version") or "unreadable")
+    v["dev_nodes"] = [n for n in s.listdir("/dev") if re.fullmatch(r"nvidia\d+", n)]
+    res = ctx.child("driver", "driver", timeout=DRIVER_TIMEOUT)
+    if res.error or not isinstance(res.data, dict):
+        fact.problem("NVML and libcuda.so.1 (child process)", res.error or "no output")
+        v["nvml"] = {"ok": False, "error": res.error or "no output"}
+        v["libcuda"] = {"ok": False, "error": res.error or "no output"}
+    else:
+        v["nvml"] = res.data.get("nvml", {})
+        v["libcuda"] = res.data.get("libcuda", {})
+        fact.sources += ["NVML (nvidia-ml-py)", "libcuda.so.1 cuDriverGetVersion (ctypes)"]
+    lc = v["libcuda"]
+    if lc.get("path"):
+        real = s.realpath(lc["path"])
+        m = re.search(r"libcuda\.so\.(\d+\.\d+(?:\.\d+)?)$", real)
+        lc["file_version"] = m.group(1) if m else None
+    if lc.get("cuda_driver_version"):
+        lc["cuda_driver"] = cuda_int_to_str(lc["cuda_driver_version"])
+    nv = v["nvml"]
+    if nv.get("cuda_driver_version"):
+        nv["cuda_driver"] = cuda_int_to_str(nv["cuda_driver_version"])
+    v["user_space"] = nv.get("driver_version") or lc.get("file_version")
+    v["version"] = v["user_space"] or v.get("kernel_module")
+    v["cuda_driver"] = nv.get("cuda_driver") or lc.get("cuda_driver")
+    v["present"] = bool(v.get("kernel_module") or nv.get("ok") or lc.get("ok") or v["dev_nodes"])
+    fact.value = v
+    return fact
+
+
+# ---------------------------------------------------------------- GPUs
+def probe_gpus(ctx: ProbeContext) -> Fact:
+    drv = ctx.facts["driver"].value
+    fact = Fact("gpus", sources=["NVML (nvidia-ml-py)"])
+    nv = drv.get("nvml", {})
+    devices = list(nv.get("devices") or [])
+    cvd = ctx.system.environ.get("CUDA_VISIBLE_DEVICES")
+    fact.value = {"count": len(devices), "devices": devices, "cuda_visible_devices": cvd,
+                  "visible": visible_indices(cvd, devices)}
+    return fact
+
+
+def visible_indices(cvd: str | None, devices: list[dict[str, Any]]) -> list[int]:
+    """The NVML indices CUDA will see: CUDA stops parsing at the first invalid entry."""
+    if cvd is None:
+        return [d.get("index", i) for i, d in enumerate(devices)]
+    out: list[int] = []
+    for raw in cvd.split(","):
+        tok = raw.strip()
+        if not tok:
+            break
+        if re.fullmatch(r"\d+", tok):
+            i = int(tok)
+            if i >= len(devices) or i in out:
+                break
+            out.append(i)
+        elif tok.startswith(("GPU-", "MIG-")):
+            hit = [d.get("index", i) for i, d in enumerate(devices) if str(d.get("uuid", "")).startswith(tok)]
+            if len(hit) != 1:
+                break
+            out.append(hit[0])
+        else:
+            break
+    return out
+
+
+# ---------------------------------------------------------------- library copies on the search paths
+def _ld_cache_dirs(s: System, fact: Fact) -> list[str]:
+    """Directories of the tracked libraries listed in /etc/ld.so.cache, in cache order."""
+    path = "/etc/ld.so.cache"
+    try:
+        with open(s.host(path), "rb") as f:
+            data = f.read(8 << 20)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        fact.problem(path, exc.strerror or type(exc).__name__)
+        return []
+    fact.sources.append(path)
+    dirs: list[str] = []
+    for m in re.finditer(rb"(/[\w./+-]+)/(lib(?:cudnn|cudart|cublas|nvrtc)[\w.]*\.so[\w.]*)", data):
+        d = m.group(1).decode("utf-8", "replace")
+        if d not in dirs:
+            dirs.append(d)
+    return dirs
+
+
+def search_dirs(ctx: ProbeContext, torch_dir: str | None) -> list[tuple[str, str]]:
+    """Every directory a loader might take our libraries from, labelled with why it is searched."""
+    s = ctx.system
+    env = s.environ
+    out: list[tuple[str, str]] = []
+
+    def add(d: str | None, via: str) -> None:
+        if d:
+            d = os.path.normpath(d)
+            if not any(d == x for x, _ in out):
+                out.append((d, via))
+
+    for i, d in enumerate(p for p in env.get("LD_LIBRARY_PATH", "").split(":") if p):
+        add(d, f"LD_LIBRARY_PATH[{i}]")
+    sites = s.site_packages()
+    if torch_dir:
+        site = os.path.dirname(torch_dir)
+        if site not in sites:
+            sites = [site, *sites]
+        add(os.path.join(torch_dir, "lib"), "torch/lib")
+    for site in sites:
+        nv = os.path.join(site, "nvidia")
+        for sub in s.listdir(nv):
+            add(os.path.join(nv, sub, "lib"), f"pip wheel ({site})")
+    if env.get("CONDA_PREFIX"):
+        add(os.path.join(env["CONDA_PREFIX"], "lib"), "conda (CONDA_PREFIX)")
+    if env.get("CUDNN_PATH"):
+        add(os.path.join(env["CUDNN_PATH"], "lib"), "CUDNN_PATH")
+        add(os.path.join(env["CUDNN_PATH"], "lib64"), "CUDNN_PATH")
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if env.get(var):
+            add(os.path.join(env[var], "lib64"), var)
+    add("/usr/local/cuda/lib64", "/usr/local/cuda")
+    return out
+
+
+def _dist_owners(s: System, sites: list[str], fact: Fact) -> dict[str, tuple[str, str]]:
+    """Map library path -> (pip distribution, version) from the RECORD files of nvidia-* wheels."""
+    owners: dict[str, tuple[str, str]] = {}
+    for site in sites:
+        for name in s.listdir(site):
+            m = re.fullmatch(r"(nvidia_[\w]+?)-([\w.+]+)\.dist-info", name)
+            if not m:
+                continue
+            record = s.read_text(os.path.join(site, name, "RECORD"))
+            if record is None:
+                continue
+            dist = m.group(1).replace("_", "-")
+            for line in record.splitlines():
+                rel = line.split(",", 1)[0]
+                if ".so" in rel:
+                    owners[os.path.normpath(os.path.join(site, rel))] = (dist, m.group(2))
+    return owners
+
+
+def probe_libraries(ctx: ProbeContext) -> Fact:
+    s = ctx.system
+    fact = Fact("libraries")
+    torch_dir = s.find_module_dir("torch")
+    dirs = search_dirs(ctx, torch_dir)
+    cache_dirs = _ld_cache_dirs(s, fact)
+    for d in cache_dirs:
+        if not any(d == x for x, _ in dirs):
+            dirs.append((d, "ld.so.cache"))
+    for d in DEFAULT_DIRS:
+        if not any(d == x for x, _ in dirs):
+            dirs.append((d, "default dirs"))
+    sites = sorted({os.path.dirname(os.path.dirname(os.path.dirname(d))) for d, via in dirs if via.startswith("pip wheel")})
+    owners = _dist_owners(s, sites, fact)
+    copies: list[dict[str, Any]] = []
+    seen_real: dict[str, str] = {}
+    for d, via in dirs:
+        names = s.listdir(d)
+        if not names:
+            if s.exists(d) and not s.is_dir(d):
+                continue
+            if s.exists(d) and s.read_error(d) is None and not os.access(s.host(d), os.R_OK | os.X_OK):
+                fact.problem(d, "directory not readable")
+            continue
+        groups: dict[tuple[str, str], list[str]] = {}
+        for n in names:
+            m = LIB_RE.match(n)
+            if m:
+                groups.setdefault((m.group(1), m.group(2)), []).append(n)
+        for (base, major), files in sorted(groups.items()):
+            soname = f"{base}.so.{major}"
+            name = soname if soname in files else sorted(files, key=len)[0]
+            path = os.path.join(d, name)
+            real = s.realpath(path)
+            m = LIB_RE.match(os.path.basename(real))
+            file_version = (major + m.group(3)) if m and m.group(3) else None
+            family = "cudnn" if base == "libcudnn" else ("cudnn-sub" if base.startswith("libcudnn_") else FAMILY.get(base, base))
+            c: dict[str, Any] = {"name": soname, "base": base, "family": family, "major": int(major),
+                                 "path": path, "realpath": real, "dir": d, "via": via,
+                                 "file_version": file_version}
+            own = owners.get(os.path.normpath(path)) or owners.get(os.path.normpath(real))
+            if own:
+                c["pip_dist"], c["pip_version"] = own
+            if family in ("cudart", "cublas", "cublasLt", "nvrtc"):
+                c["cuda_major"] = int(major)
+                c["version"] = file_version or (own[1] if own else None)
+            if family == "cudnn":
+                dyn = s.elf_dynamic(path)
+                from .elf import expand_origin
+
+                c["elf_rpath"] = expand_origin(dyn.rpath, d)
+                c["elf_runpath"] = expand_origin(dyn.runpath, d)
+            if real in seen_real:
+                c["same_file_as"] = seen_real[real]
+            else:
+                seen_real[real] = path
+            copies.append(c)
+    fact.value = {"search_dirs": [{"dir": d, "via": via, "exists": s.is_dir(d)} for d, via in dirs],
+                  "ld_cache_dirs": cache_dirs, "copies": copies, "torch_dir": torch_dir}
+    fact.sources.append("directory listings of the search dirs")
+    return fact
+
+
+def probe_cudnn_versions(ctx: ProbeContext) -> Fact:
+    """Load each cuDNN copy in a child (per directory, LD_LIBRARY_PATH=that dir) and read its version."""
+    s = ctx.system
+    fact = Fact("cudnn_versions", sources=["cudnnGetVersion / cudnnGetCudartVersion in a child process"])
+    copies = ctx.facts["libraries"].value.get("copies", [])
+    by_dir: dict[str, list[dict[str, Any]]] = {}
+    for c in copies:
+        if c["family"] in ("cudnn", "cudnn-sub") and c["base"] in CUDNN_LOADABLE and not c.get("same_file_as"):
+            by_dir.setdefault(c["dir"], []).append(c)
+    results: dict[str, dict[str, Any]] = {}
+    if not s.subprocess_ok:
+        if by_dir:
+            fact.problem("cuDNN library versions", "subprocesses disabled (--no-subprocess)")
+    else:
+        def run_dir(d: str, items: list[dict[str, Any]]) -> None:
+            # the main library first would load the sub-libraries through the shim; load graph first
+            todo = sorted((c["path"] for c in items), key=lambda p: ("libcudnn.so" in p, p))
+            env = dict(s.environ)
+            env["LD_LIBRARY_PATH"] = d  # sibling sub-libraries of THIS install win
+            while todo:
+                res = s.child("libinfo", tuple(todo), timeout=LIBINFO_TIMEOUT, env=env)
+                started = [ln["start"] for ln in res.lines if "start" in ln]
+                for ln in res.lines:
+                    if "result" in ln:
+                        results[ln["result"]["path"]] = ln["result"]
+                done = {p for p in todo if p in results}
+                if res.error is None and len(done) == len(todo):
+                    break
+                crashed = started[-1] if started and started[-1] not in results else (todo[0] if not started else None)
+                if crashed is None:
+                    for p in todo:
+                        if p not in results:
+                            results[p] = {"path": p, "load_error": res.error or "no result"}
+                    break
+                results[crashed] = {"path": crashed, "crashed": res.error or f"exit code {res.returncode}"}
+                todo = [p for p in todo if p not in results]
+        futs = []
+        pool = ctx.pool
+        for d, items in by_dir.items():
+            if pool is not None:
+                futs.append(pool.submit(run_dir, d, items))
+            else:
+                run_dir(d, items)
+        for f in futs:
+            f.result()
+    # fold results into the copies: version + CUDA major for each cuDNN copy
+    for c in copies:
+        if c["family"] not in ("cudnn", "cudnn-sub"):
+            continue
+        r = results.get(c["path"])
+        if r is None and c.get("same_file_as"):
+            r = results.get(c["same_file_as"])
+        if r:
+            if r.get("cudnn_version"):
+                c["version"] = cudnn_int_to_str(r["cudnn_version"])
+                c["version_source"] = "cudnnGetVersion"
+            if r.get("cudart_version"):
+                c["cudart_version"] = r["cudart_version"]
+                c["cuda_major"] = r["cudart_version"] // 1000
+            if r.get("mapped_cudnn"):
+                c["loaded_with"] = r["mapped_cudnn"]
+            if r.get("crashed"):
+                c["load_error"] = f"crashed while loading: {r['crashed']}"
+                fact.problem(f"{c['name']} at {c['path']}", f"the library crashed the child process on load ({r['crashed']})")
+            elif r.get("load_error"):
+                c["load_error"] = r["load_error"]
+                fact.problem(f"{c['name']} at {c['path']}", f"could not be loaded: {r['load_error'][:300]}")
+        if not c.get("version"):
+            if c.get("file_version") and c["file_version"].count(".") >= 2:
+                c["version"], c["version_source"] = c["file_version"], "file name"
+            elif c.get("pip_version"):
+                c["version"], c["version_source"] = ".".join(c["pip_version"].split(".")[:3]), f"pip {c['pip_dist']}"
+        if not c.get("cuda_major") and c.get("pip_dist"):
+            m = re.search(r"-cu(\d+)$", c["pip_dist"])
+            if m:
+                c["cuda_major"], c["cuda_major_source"] = int(m.group(1)), f"pip {c['pip_dist']}"
+    fact.value = {"results": results}
+    return fact
+
+
+# ---------------------------------------------------------------- frameworks
+def _static_torch(s: System, torch_dir: str) -> dict[str, Any]:
+    """torch/version.py read as text: version and CUDA build without importing torch."""
+    out: dict[str, Any] = {}
+    text = s.read_text(os.path.join(torch_dir, "version.py")) or ""
+    for key in ("__version__", "cuda", "hip"):
+        m = re.search(rf"^{re.escape(key)}\s*(?::\s*[\w\[\], |]+)?=\s*(.+)$", text, re.M)
+        if m:
+            raw = m.group(1).strip()
+            out[key.strip("_") if key == "__version__" else key] = None if raw == "None" else raw.strip("'\"")
+    return out
+
+
+def probe_torch(ctx: ProbeContext) -> Fact:
+    s = ctx.system
+    fact = Fact("torch")
+    torch_dir = ctx.facts["libraries"].value.get("torch_dir") or s.find_module_dir("torch")
+    if not torch_dir:
+        fact.value = {"installed": False}
+        fact.sources.append("importlib.util.find_spec('torch')")
+        return fact
+    v: dict[str, Any] = {"installed": True, "dir": torch_dir}
+    v.update(_static_torch(s, torch_dir))
+    fact.sources.append(os.path.join(torch_dir, "version.py"))
+    lib = os.path.join(torch_dir, "lib", "libtorch_cuda.so")
+    if s.exists(lib):
+        dyn = s.elf_dynamic(lib)
+        origin = os.path.dirname(lib)
+        from .elf import expand_origin
+
+        v["libtorch_cuda"] = {"path": lib, "rpath": expand_origin(dyn.rpath, origin),
+                              "runpath": expand_origin(dyn.runpath, origin),
+                              "needed_cudnn": [n for n in dyn.needed if n.startswith("libcudnn")],
+                              "error": dyn.error}
+        fact.sources.append(f"{lib} ELF dynamic section")
+    if v.get("cuda") is None and v.get("version"):
+        v["build"] = "cpu"
+    else:
+        v["build"] = "cuda"
+    drv = ctx.facts["driver"].value
+    # import torch in a child only where it can tell more than version.py: a CUDA build
+    if v["build"] == "cuda" or drv.get("present"):
+        res = ctx.child("torch", "torch_probe", ("conv",) if ctx.run_conv else (), timeout=TORCH_TIMEOUT)
+        if res.error and not isinstance(res.data, dict):
+            fact.problem("import torch (child process)", res.error)
+            v["child_error"] = res.error
+            v["child_stderr_tail"] = res.stderr_tail[-800:]
+        elif isinstance(res.data, dict):
+            d = res.data
+            for k, val in d.items():
+                if k == "version" or k not in v or val is not None:
+                    v[k] = val
+            fact.sources.append("import torch in a child process (torch._C._cudnn, _cuda_getArchFlags, /proc/self/maps)")
+    else:
+        v["child_skipped"] = "CPU-only build and no NVIDIA driver: importing torch adds nothing"
+    fact.value = v
+    return fact
+
+
+def probe_tensorflow(ctx: ProbeContext) -> Fact:
+    """TensorFlow without importing it: build_info.py and the wheel's cudnn_version.h."""
+    s = ctx.system
+    fact = Fact("tensorflow")
+    tf_dir = s.find_module_dir("tensorflow")
+    if not tf_dir:
+        fact.value = {"installed": False}
+        return fact
+    v: dict[str, Any] = {"installed": True, "dir": tf_dir}
+    text = s.read_text(os.path.join(tf_dir, "python", "platform", "build_info.py")) or ""
+    if text:
+        fact.sources.append(os.path.join(tf_dir, "python/platform/build_info.py"))
+    for key in ("cuda_version", "cudnn_version", "is_cuda_build"):
+        m = re.search(rf"['\"]{key}['\"]\s*[:,]\s*['\"]?([\w.]+)", text)
+        if m:
+            v[key] = m.group(1)
+    hdr = os.path.join(tf_dir, "include", "external", "cuda_cudnn", "include", "cudnn_version.h")
+    htext = s.read_text(hdr)
+    if htext:
+        nums = {k: re.search(rf"#define\s+CUDNN_{k}\s+(\d+)", htext) for k in ("MAJOR", "MINOR", "PATCHLEVEL")}
+        if all(nums.values()):
+            v["cudnn_compiled"] = ".".join(m.group(1) for m in nums.values() if m)
+            fact.sources.append(hdr)
+    site = os.path.dirname(tf_dir)
+    for name in s.listdir(site):
+        m = re.fullmatch(r"tensorflow(?:[_-]\w+)?-([\w.]+)\.dist-info", name)
+        if m and name.startswith("tensorflow-"):
+            v["version"] = m.group(1)
+    fact.value = v
+    return fact
+
+
+def probe_jax(ctx: ProbeContext) -> Fact:
+    """JAX CUDA plugins (jax_cuda12_plugin / jax_cuda13_plugin) from their dist-info."""
+    s = ctx.system
+    fact = Fact("jax")
+    plugins = []
+    for site in s.site_packages():
+        for name in s.listdir(site):
+            m = re.fullmatch(r"jax_cuda(\d+)_plugin-([\w.]+)\.dist-info", name)
+            if m:
+                plugins.append({"cuda_major": int(m.group(1)), "version": m.group(2), "site": site})
+    jax_dir = s.find_module_dir("jax")
+    fact.value = {"installed": bool(jax_dir), "plugins": plugins}
+    if plugins:
+        fact.sources.append("jax_cuda*_plugin dist-info")
+    return fact
+
+
+
+
+def run_probes(system: System, *, run_conv: bool = True, probes: tuple[tuple[str, Probe], ...] | None = None) -> dict[str, Fact]:
+    """Run every probe in order; child processes that do not depend on other facts start at once."""
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        ctx = ProbeContext(system=system, run_conv=run_conv, pool=pool)
+        if system.subprocess_ok:
+            ctx.start("driver", "driver", timeout=DRIVER_TIMEOUT)
+            if _torch_child_wanted(system):
+                ctx.start("torch", "torch_probe", ("conv",) if run_conv else (), timeout=TORCH_TIMEOUT)
+        for name, probe in (PROBES if probes is None else probes):
+            try:
+                ctx.facts[name] = probe(ctx)
+            except Exception as exc:  # noqa: BLE001 - a probe bug must not stop the diagnosis
+                f = Fact(name)
+                f.problem(name, f"probe failed: {type(exc).__name__}: {exc}")
+                ctx.facts[name] = f
+        for fut in ctx.pending.values():
+            fut.cancel()
+    return ctx.facts
+
+
+def _torch_child_wanted(s: System) -> bool:
+    """Start the torch child early when probe_torch will want it (a CUDA build, or a driver present)."""
+    d = s.find_module_dir("torch")
+    if not d:
+        return False
+    if _static_torch(s, d).get("cuda"):
+        return True
+    return s.exists("/proc/driver/nvidia/version") or any(re.fullmatch(r"nvidia\d+", n) for n in s.listdir("/dev"))
+
+
+# ---------------------------------------------------------------- which cuDNN a framework will load
+def _order(fact_libs: dict[str, Any], environ: dict[str, str], *, rpath: list[str], runpath: list[str],
+           who: str) -> list[tuple[str, str]]:
+    """ld.so(8) search order for a library needed/dlopened by an object with the given RPATH/RUNPATH."""
+    ld = [(os.path.normpath(d), "LD_LIBRARY_PATH") for d in environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    cache = [(d, "ld.so.cache") for d in fact_libs.get("ld_cache_dirs", [])]
+    default = [(d, "default dirs") for d in DEFAULT_DIRS]
+    if rpath and not runpath:
+        return [(d, f"DT_RPATH of {who}") for d in rpath] + ld + cache + default
+    return ld + [(d, f"DT_RUNPATH of {who}") for d in runpath] + cache + default
+
+
+def _explain(label: str, who: str, rpath: list[str], runpath: list[str]) -> str:
+    if label == "LD_LIBRARY_PATH":
+        if runpath:
+            return (f"{who} has DT_RUNPATH ({':'.join(runpath)}); ld.so searches LD_LIBRARY_PATH BEFORE "
+                    "DT_RUNPATH, so the LD_LIBRARY_PATH copy wins")
+        if rpath:
+            return f"not found in {who}'s DT_RPATH, so ld.so fell back to LD_LIBRARY_PATH"
+        return f"{who} has no RPATH/RUNPATH; ld.so searches LD_LIBRARY_PATH first"
+    if label.startswith("DT_RPATH"):
+        return f"{who} has DT_RPATH ({':'.join(rpath)}), searched BEFORE LD_LIBRARY_PATH"
+    if label.startswith("DT_RUNPATH"):
+        return f"{who}'s DT_RUNPATH ({':'.join(runpath)}); nothing earlier on LD_LIBRARY_PATH"
+    if label == "ld.so.cache":
+        return "found through /etc/ld.so.cache (ldconfig), searched after LD_LIBRARY_PATH and RUNPATH"
+    return "found in the default system library directories"
+
+
+def probe_resolution(ctx: ProbeContext) -> Fact:
+    """Predict which libcudnn* files torch will load (ELF search rules) and record what it did load."""
+    fact = Fact("resolution", sources=["ELF DT_RPATH/DT_RUNPATH + ld.so(8) search order"])
+    libs = ctx.facts["libraries"].value
+    tv = ctx.facts["torch"].value
+    lt = tv.get("libtorch_cuda")
+    env = dict(ctx.system.environ)
+    copies = libs.get("copies", [])
+    index: dict[tuple[str, str], dict[str, Any]] = {(c["dir"], c["name"]): c for c in copies}
+    out: dict[str, Any] = {"framework": None}
+    needed = (lt or {}).get("needed_cudnn") or []
+    if lt and needed:
+        main = needed[0]
+        out["framework"] = "torch"
+        rp, rnp = lt.get("rpath") or [], lt.get("runpath") or []
+        order = _order(libs, env, rpath=rp, runpath=rnp, who="libtorch_cuda.so")
+        pred: dict[str, Any] = {}
+        win = next(((d, lab) for d, lab in order if (d, main) in index), None)
+        own = next((d for d, lab in order if lab.startswith("DT_") and (d, main) in index), None)
+        if own is None:
+            site = os.path.dirname(tv.get("dir", ""))
+            own = next((c["dir"] for c in copies if c["name"] == main and c["dir"].startswith(site + "/nvidia/")), None)
+        if own is None and (os.path.join(tv.get("dir", ""), "lib"), main) in index:
+            own = os.path.join(tv.get("dir", ""), "lib")
+        out["own_dir"] = own
+        if win:
+            pred[main] = {"path": index[(win[0], main)]["path"], "dir": win[0], "via": win[1],
+                          "rule": _explain(win[1], "libtorch_cuda.so", rp, rnp)}
+            # the shim dlopens its sub-libraries by soname: its own RUNPATH decides
+            shim = index[(win[0], main)]
+            srp, srnp = shim.get("elf_rpath") or [], shim.get("elf_runpath") or []
+            sub_order = _order(libs, env, rpath=srp, runpath=srnp, who=main)
+            subs = sorted({c["name"] for c in copies if c["family"] == "cudnn-sub" and c["major"] == shim["major"]
+                           and (own is None or c["dir"] == own or c["dir"] == win[0])})
+            for sub in subs:
+                w = next(((d, lab) for d, lab in sub_order if (d, sub) in index), None)
+                if w:
+                    pred[sub] = {"path": index[(w[0], sub)]["path"], "dir": w[0], "via": w[1],
+                                 "rule": _explain(w[1], f"{main} ({shim['path']})", srp, srnp)}
+        out["predicted"] = pred
+    maps = (tv.get("maps") or {}).get("libs") or []
+    out["loaded"] = [p for p in maps if os.path.basename(p).startswith("libcudnn")]
+    out["loaded_source"] = "/proc/self/maps of a child that imported torch" + (
+        " and ran a conv" if tv.get("conv_ok") is not None else "") if maps else None
+    fact.value = out
+    return fact
+
+
+PROBES: tuple[tuple[str, Probe], ...] = (
+    ("environ", probe_environ),
+    ("driver", probe_driver),
+    ("gpus", probe_gpus),
+    ("libraries", probe_libraries),
+    ("cudnn_versions", probe_cudnn_versions),
+    ("torch", probe_torch),
+    ("resolution", probe_resolution),
+    ("tensorflow", probe_tensorflow),
+    ("jax", probe_jax),
+)
