@@ -67,7 +67,7 @@ def cudnn_frontend_version() -> str | None:
 def get_handle(device: int | None = None, stream: Any = None) -> Any:
     """One cuDNN handle per (device, stream), created once and bound to that stream."""
     torch, cudnn = import_cudnn()
-    dev = torch.cuda.current_device() if device is None else int(device)
+    dev = _current_device(torch, device)
     if stream is None:
         stream = torch.cuda.current_stream(dev)
     ptr = int(stream.cuda_stream) if hasattr(stream, "cuda_stream") else int(stream)
@@ -75,11 +75,26 @@ def get_handle(device: int | None = None, stream: Any = None) -> Any:
     with _LOCK:
         h = _HANDLES.get(key)
         if h is None:
-            with torch.cuda.device(dev):
+            with _device_ctx(torch, dev):
                 h = cudnn.create_handle()
                 cudnn.set_stream(handle=h, stream=ptr)
             _HANDLES[key] = h
         return h
+
+
+def _device_ctx(torch: Any, dev: int) -> Any:
+    """`torch.cuda.device(dev)`, or a no-op where torch has no CUDA (unit tests with fakes)."""
+    import contextlib
+
+    if not torch.cuda.is_available():
+        return contextlib.nullcontext()
+    return torch.cuda.device(dev)
+
+
+def _current_device(torch: Any, device: int | None) -> int:
+    if device is not None:
+        return int(device)
+    return int(torch.cuda.current_device()) if torch.cuda.is_available() else 0
 
 
 def _dtype(cudnn: Any, name: str) -> Any:
@@ -194,13 +209,13 @@ class ConvPlan:
         RuntimeError (with cuDNN's message) when it exists but does not build.
         """
         torch, _ = import_cudnn()
-        dev = torch.cuda.current_device() if device is None else int(device)
+        dev = _current_device(torch, device)
         if plan_name is not None:
             hit = _PLANS.get((dev, problem.key(), plan_name))
             if hit is not None:
                 return hit
         h = handle if handle is not None else get_handle(dev)
-        with torch.cuda.device(dev):
+        with _device_ctx(torch, dev):
             if plan_name is None:
                 for mode in policy.HEUR_MODES:
                     for _info, plan in _mode_plans(problem, h, mode, dev, stop_at_first=True):
@@ -408,7 +423,7 @@ def enumerate_plans(problem: ConvProblem, *, device: int | None = None, handle: 
     """Plans for the problem: heuristic modes A, B, FALLBACK (deduplicated by name), then up to
     `max_extra` more from engine/knob enumeration within `time_budget_s` seconds."""
     torch, _ = import_cudnn()
-    dev = torch.cuda.current_device() if device is None else int(device)
+    dev = _current_device(torch, device)
     h = handle if handle is not None else get_handle(dev)
     t0 = time.perf_counter()
     seen: dict[str, PlanInfo] = {}
@@ -427,7 +442,7 @@ def enumerate_plans(problem: ConvProblem, *, device: int | None = None, handle: 
         return False
 
     engine_notes: dict[int, set[str]] = {}
-    with torch.cuda.device(dev):
+    with _device_ctx(torch, dev):
         for mode in policy.HEUR_MODES:
             for info, _plan in _mode_plans(problem, h, mode, dev):
                 note(info)

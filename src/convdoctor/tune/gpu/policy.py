@@ -152,7 +152,8 @@ def tolerance(problem: ConvProblem) -> float:
     base = float(base_tab[key])
     u = float(table["unit_roundoff_fp32"])  # type: ignore[arg-type]
     growth = float(table["growth"])  # type: ignore[arg-type]
-    return max(base, growth * math.sqrt(reduction_length(problem)) * u)
+    cap = float(table["growth_cap"])  # type: ignore[arg-type]
+    return max(base, min(cap, growth * math.sqrt(reduction_length(problem)) * u))
 
 
 # ---------------------------------------------------------------- layouts

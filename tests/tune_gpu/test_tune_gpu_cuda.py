@@ -1,0 +1,96 @@
+"""Real GPU tests of the CUDA backend (skipped without a GPU): cudnn-frontend plans, PyTorch paths,
+correctness against the float64 reference, timing, NVML."""
+
+from __future__ import annotations
+
+import pytest
+
+from convdoctor.problem import ConvProblem
+
+pytestmark = pytest.mark.gpu
+
+
+def P(text: str) -> ConvProblem:
+    return ConvProblem.parse(text)
+
+
+@pytest.fixture(scope="module")
+def backend():
+    pytest.importorskip("cudnn")
+    from convdoctor.tune.gpu.backend import CudaBackend
+
+    return CudaBackend(max_extra=4, enum_budget_s=2.0)
+
+
+@pytest.mark.parametrize("text", [
+    "fprop n=4 c=32 h=16 w=16 k=64 r=3 s=3 pad=1 dtype=float16 layout=nhwc",
+    "dgrad n=4 c=32 h=16 w=16 k=64 r=3 s=3 stride=2 pad_pre=0 pad_post=1 dtype=float32 math=strict",
+    "wgrad n=2 c=1 w=4000 k=32 s=64 stride=16 pad_pre=3 pad_post=5 dtype=bfloat16 layout=nhwc",
+    "fprop n=2 c=16 d=8 h=8 w=8 k=16 t=3 r=3 s=3 pad=1 groups=16 dtype=float32",
+])
+def test_default_convplan_is_correct(backend, text: str) -> None:
+    from convdoctor.tune.backend import Candidate
+    from convdoctor.tune.gpu.cudnn_plan import ConvPlan
+
+    p = P(text)
+    plan = ConvPlan.build(p)
+    runner = backend.prepare(p, Candidate(plan.key, "cuda", plan.workspace_bytes))
+    runner.warmup()
+    c = runner.check()
+    assert c.ok, c.detail
+    ts = runner.time(5)
+    assert len(ts) == 5 and all(t > 0 for t in ts)
+    runner.close()
+
+
+def test_candidates_and_strict_filter(backend) -> None:
+    p = P("fprop n=8 c=64 h=14 w=14 k=64 r=3 s=3 pad=1 dtype=float32 math=strict")
+    cands = backend.candidates(p)
+    keys = [c.key for c in cands]
+    assert {"torch:benchmark", "torch:heuristic", "torch:cudnn-off"} <= set(keys)
+    cud = [c for c in cands if c.key.startswith("cudnn:")]
+    assert cud, backend.cudnn_error
+    assert len(keys) == len(set(keys))
+    assert not any("tensor_core" in c.notes for c in cud)
+    for c in cud[:3]:
+        r = backend.prepare(p, c)
+        r.warmup()
+        assert r.check().ok
+        r.close()
+
+
+def test_torch_paths_and_cache_collision_guard(backend) -> None:
+    from convdoctor.tune.backend import CandidateUnsupported
+
+    p = P("wgrad n=4 c=16 h=12 w=12 k=16 r=3 s=3 pad=1 dtype=float16 layout=nhwc")
+    by = {c.key: c for c in backend.torch_candidates(p)}
+    r = backend.prepare(p, by["torch:benchmark"])
+    r.warmup()
+    assert r.check().ok
+    r.close()
+    with pytest.raises(CandidateUnsupported, match="fresh worker"):
+        backend.prepare(p, by["torch:heuristic"])
+    r = backend.prepare(p, by["torch:cudnn-off"])
+    r.warmup()
+    assert r.check().ok
+    r.close()
+
+
+def test_timer_batches_microsecond_kernels() -> None:
+    import torch
+
+    from convdoctor.tune.gpu.timing import LaunchTimer
+
+    x = torch.randn(1, 8, 8, 8, device="cuda")
+    w = torch.randn(8, 8, 3, 3, device="cuda")
+    t = LaunchTimer(lambda: torch.nn.functional.conv2d(x, w, padding=1))
+    ts = t.time(5)
+    assert t.info.batch > 1 and t.info.mode in ("graph", "events+batch")
+    assert all(0 < v < 1e-3 for v in ts)
+
+
+def test_nvml_reads_the_clock(backend) -> None:
+    r = backend.clock()
+    assert r is not None and r.sm_clock_mhz and r.max_sm_clock_mhz
+    env = backend.environment()
+    assert env["gpu_name"] and env["driver"] != "unknown" and env["cudnn_frontend"] != "absent"

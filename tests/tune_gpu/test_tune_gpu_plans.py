@@ -1,0 +1,154 @@
+"""cuDNN plan enumeration, note filtering, dedupe and lookup by name, against a fake cudnn module."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import tune_gpu_fakes as fk
+
+from convdoctor.problem import ConvProblem
+from convdoctor.tune.gpu import cudnn_plan, policy
+
+
+@pytest.fixture(autouse=True)
+def fake_cudnn(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setitem(sys.modules, "cudnn", fk.make_module())
+    fk.GRAPHS.clear()
+    cudnn_plan.clear_cache()
+    yield
+    cudnn_plan.clear_cache()
+
+
+def P(text: str) -> ConvProblem:
+    return ConvProblem.parse(text)
+
+
+BASE = "n=8 c=16 h=14 w=14 k=32 r=3 s=3 pad=1"
+
+
+def built_names(en: cudnn_plan.Enumeration) -> list[str]:
+    return [p.name for p in en.built()]
+
+
+def test_heuristic_modes_deduped_in_rank_order_tf32() -> None:
+    en = cudnn_plan.enumerate_plans(P(f"fprop {BASE} dtype=float32 math=tf32"), device=0,
+                                    handle=1, enumerate_engines=False)
+    # A: eng0_k2=1, eng1, [eng3 down-convert: dropped], eng2_k17=0; B adds eng4...; FALLBACK eng5
+    assert built_names(en) == ["eng0_k2=1", "eng1", "eng2_k17=0", "eng4_k2=0_k24=0", "eng5"]
+    by = {p.name: p for p in en.plans}
+    assert by["eng0_k2=1"].source == "A" and by["eng4_k2=0_k24=0"].source == "B"
+    assert not by["eng3"].built and "DOWN_CONVERT_INPUTS" in by["eng3"].reason
+    assert not by["eng6"].built and "not supported" in by["eng6"].reason
+
+
+def test_strict_fp32_drops_tensor_core_engines() -> None:
+    en = cudnn_plan.enumerate_plans(P(f"fprop {BASE} dtype=float32 math=strict"), device=0,
+                                    handle=1, enumerate_engines=False)
+    assert built_names(en) == ["eng1", "eng2_k17=0", "eng4_k2=0_k24=0"]
+
+
+def test_fp16_keeps_tensor_core_engines_and_det_drops_nondeterministic() -> None:
+    en = cudnn_plan.enumerate_plans(P(f"wgrad {BASE} dtype=float16 det=1"), device=0,
+                                    handle=1, enumerate_engines=False)
+    assert "eng0_k2=1" in built_names(en) and "eng5" in built_names(en)
+    assert "eng2_k17=0" not in built_names(en)
+
+
+def test_probed_notes_mark_determinism_and_tensor_cores() -> None:
+    en = cudnn_plan.enumerate_plans(P(f"fprop {BASE} dtype=float16"), device=0, handle=1,
+                                    enumerate_engines=False)
+    notes = {p.name: p.notes for p in en.built()}
+    assert notes["eng2_k17=0"] == ("NONDETERMINISTIC",)
+    assert notes["eng0_k2=1"] == ("TENSOR_CORE",)
+    assert notes["eng1"] == ()
+
+
+def test_engine_enumeration_adds_bounded_knob_variants() -> None:
+    en = cudnn_plan.enumerate_plans(P(f"fprop {BASE} dtype=float16"), device=0, handle=1,
+                                    enumerate_engines=True, max_extra=4)
+    names = built_names(en)
+    assert names[:6] == ["eng0_k2=1", "eng1", "eng2_k17=0", "eng4_k2=0_k24=0", "eng5",
+                         "eng0_k2=0"]
+    assert en.enum_added == 4
+    assert len(names) == len(set(names))
+    extra = [p for p in en.built() if p.source == "enum"]
+    assert len(extra) == 4
+
+
+def test_enumerated_engine_without_heuristic_notes_is_marked_unknown() -> None:
+    fk.ENGINES[7] = {"notes": set(), "ws": 0, "knobs": []}
+    try:
+        fk_graph_count = fk.FakeGraph.get_engine_count
+        fk.FakeGraph.get_engine_count = lambda self: 8  # type: ignore[method-assign]
+        en = cudnn_plan.enumerate_plans(P(f"fprop {BASE} dtype=float16"), device=0, handle=1,
+                                        max_extra=50)
+        by = {p.name: p for p in en.built()}
+        assert by["eng7"].notes == ("notes-unknown",)
+    finally:
+        fk.FakeGraph.get_engine_count = fk_graph_count  # type: ignore[method-assign]
+        del fk.ENGINES[7]
+
+
+def test_build_default_is_first_buildable_heuristic_plan() -> None:
+    plan = cudnn_plan.ConvPlan.build(P(f"fprop {BASE} dtype=float32 math=strict"), handle=1,
+                                     device=0)
+    assert plan.name == "eng1" and plan.key == "cudnn:eng1" and plan.source == "A"
+
+
+def test_build_by_name_finds_mode_b_and_enumerated_plans_and_caches() -> None:
+    p = P(f"dgrad {BASE} dtype=float16")
+    b = cudnn_plan.ConvPlan.build(p, "eng4_k2=0_k24=0", handle=1, device=0)
+    assert b.source == "B" and b.workspace_bytes == 64
+    assert cudnn_plan.ConvPlan.build(p, "eng4_k2=0_k24=0", handle=1, device=0) is b
+    e = cudnn_plan.ConvPlan.build(p, "eng4_k2=3_k24=1", handle=1, device=0)
+    assert e.source == "enum"
+
+
+def test_build_errors_are_specific() -> None:
+    p = P(f"fprop {BASE} dtype=float32 math=strict")
+    with pytest.raises(ValueError):
+        cudnn_plan.ConvPlan.build(p, "not-a-plan", handle=1, device=0)
+    with pytest.raises(LookupError):
+        cudnn_plan.ConvPlan.build(p, "eng1_k99=5", handle=1, device=0)
+    with pytest.raises(RuntimeError, match="does not build"):
+        cudnn_plan.ConvPlan.build(p, "eng0_k2=1", handle=1, device=0)  # TF32 engine, strict
+
+
+def test_graph_gets_cudnn_dims_strides_and_asymmetric_padding_1d_nhwc() -> None:
+    p = P("wgrad n=2 c=4 w=50 k=6 s=5 stride=2 pad_pre=1 pad_post=3 dtype=bfloat16 layout=nhwc")
+    plan = cudnn_plan.ConvPlan.build(p, handle=1, device=0)
+    op = plan._g.graph.op
+    assert op["kind"] == "wgrad"
+    assert op["pre_padding"] == [0, 1] and op["post_padding"] == [0, 3]
+    assert op["stride"] == [1, 2] and op["dilation"] == [1, 1]
+    assert op["a"].dim == [2, 4, 1, 50] and op["a"].stride == [200, 1, 200, 4]
+    out_w = (50 + 1 + 3 - 5) // 2 + 1
+    assert op["b"].dim == [2, 6, 1, out_w]
+    assert op["out"].dim == [6, 4, 1, 5] and op["out"].output
+    assert plan._g.graph.io_data_type == "BFLOAT16"
+
+
+def test_execute_by_role_and_positional_passes_the_right_tensors() -> None:
+    p = P(f"dgrad {BASE} dtype=float16")
+    plan = cudnn_plan.ConvPlan.build(p, "eng1", handle=1, device=0)
+    plan._workspace = "WS"
+    dy, w, dx = object(), object(), object()
+    plan.execute({"dy": dy, "w": w}, dx, check=False)
+    plan.execute(dy, w, dx, check=False)
+    t = plan._g.tensors
+    for pack, ws, index, handle in plan._g.graph.executed:
+        assert pack == {t["dy"]: dy, t["w"]: w, t["dx"]: dx}
+        assert ws == "WS" and index == plan.index and handle == 1
+    with pytest.raises(TypeError):
+        plan.execute(dy, check=False)
+
+
+def test_policy_filter_matches_pytorch_rule() -> None:
+    assert policy.note_filter(P(f"fprop {BASE} dtype=float32 math=tf32")).numeric == (
+        "DOWN_CONVERT_INPUTS",)
+    assert policy.note_filter(P(f"fprop {BASE} dtype=float32 math=strict det=1")).numeric == (
+        "DOWN_CONVERT_INPUTS", "TENSOR_CORE", "NONDETERMINISTIC")
+    # strict only matters for fp32: fp16 engines with tensor cores are exact-input
+    assert "TENSOR_CORE" not in policy.note_filter(
+        P(f"fprop {BASE} dtype=float16 math=strict")).numeric
