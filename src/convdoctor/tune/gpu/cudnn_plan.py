@@ -352,7 +352,9 @@ def _engine_plans(problem: ConvProblem, h: Any, engine: int, dev: int, *, per_kn
         yield PlanInfo(f"eng{engine}", "enum", False, 0,
                        f"engine does not take this graph: {' '.join(str(exc).split())[:200]}"), None
         return
-    spec = [(k.type, int(k.min_value), int(k.max_value), int(k.stride)) for k in knobs]
+    # knob types the frontend cannot name come back as NOT_SET: leave those at cuDNN's default
+    spec = [(k.type, int(k.min_value), int(k.max_value), int(k.stride)) for k in knobs
+            if not str(k.type).endswith("NOT_SET")]
     added = 0
     for combo in policy.knob_combinations(spec, per_knob=per_knob, limit=limit):
         try:
