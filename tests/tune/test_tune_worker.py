@@ -1,0 +1,59 @@
+"""Worker isolation: a candidate that aborts, segfaults, hangs or raises costs only itself."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from convdoctor.errors import ConvdoctorError
+from convdoctor.problem import ConvProblem
+from convdoctor.tune.harness import HarnessConfig, tune_problem
+from convdoctor.tune.worker import WorkerBackend
+
+HERE = Path(__file__).resolve().parent
+PROBLEM = ConvProblem.parse("fprop n=1 c=8 h=8 w=8 k=8 r=3 s=3 pad=1")
+
+
+@pytest.fixture(autouse=True)
+def _fakes_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    pp = os.environ.get("PYTHONPATH", "")
+    monkeypatch.setenv("PYTHONPATH", str(HERE) + (os.pathsep + pp if pp else ""))
+
+
+def test_crash_hang_and_error_cost_only_their_candidate() -> None:
+    cfg = HarnessConfig(min_samples=5, min_rounds=3, budget_s=1.0, warmup_max_steps=2)
+    t0 = time.monotonic()
+    with WorkerBackend("tune_fakes:make_crash_backend", timeout_s=3.0) as be:
+        r = tune_problem(PROBLEM, backend=be, config=cfg, budget_s=1.0)
+        restarts = be.restarts
+    elapsed = time.monotonic() - t0
+    st = {s.candidate.key: s for s in r.candidates}
+    assert st["fake:abort"].status == "failed" and "SIGABRT" in st["fake:abort"].reason
+    assert st["fake:segv"].status == "failed" and "SIGSEGV" in st["fake:segv"].reason
+    assert st["fake:hang"].status == "failed" and "hung" in st["fake:hang"].reason
+    assert st["fake:raise"].status == "failed" and "EXECUTION_FAILED" in st["fake:raise"].reason
+    assert st["fake:unsupported"].status == "unsupported"
+    assert st["fake:ok-fast"].status == "ok" and st["fake:ok-slow"].status in ("ok", "screened-out")
+    assert r.winner is not None and r.winner.key == "fake:ok-fast"
+    assert restarts >= 3                   # one fresh worker after each death
+    assert elapsed < 30
+
+
+def test_worker_that_cannot_start_is_a_clear_error() -> None:
+    with pytest.raises(ConvdoctorError, match="did not start"):
+        WorkerBackend("no_such_module_xyz:factory", timeout_s=5.0)
+
+
+def test_cpu_backend_through_worker_matches_in_process_candidates() -> None:
+    pytest.importorskip("torch")
+    cfg = HarnessConfig(min_samples=5, min_rounds=3, warmup_max_steps=2, max_samples=30)
+    r = tune_problem(PROBLEM, backend="cpu", config=cfg, budget_s=0.5, timeout_s=60)
+    keys = {s.candidate.key for s in r.candidates}
+    assert {"cpu:mkldnn-on", "cpu:mkldnn-off"} <= keys
+    assert r.winner is not None
+    assert r.env["backend"] == "cpu" and r.env["torch"]
+    assert all(s.correctness is not None and s.correctness.ok for s in r.candidates
+               if s.status in ("ok", "screened-out"))
