@@ -45,9 +45,9 @@ PROBLEMS = {
     "3d_bf16_ndhwc": "n=2 c=32 d=16 h=64 w=64 k=32 t=3 r=3 s=3 pad=1 dtype=bfloat16 layout=nhwc",
 }
 DIRECTIONS = ("fprop", "dgrad", "wgrad")
-REPS = 7
+REPS = 5
 WARMUPS = 2
-DEADLINE_S = 165.0
+DEADLINE_S = 150.0
 
 
 def log(msg: str) -> None:
@@ -134,7 +134,7 @@ def main() -> int:
     except subprocess.TimeoutExpired:
         worker_err = "heuristic worker timed out (70 s)"
     log(f"heuristic worker done ({time.perf_counter() - t_start:.0f}s) {worker_err}")
-    backend = CudaBackend(max_extra=16, enum_budget_s=2.0)
+    backend = CudaBackend(max_extra=8, enum_budget_s=1.5)
     report: dict = {"env": backend.environment(), "cases": {}, "errors": []}
     props = torch.cuda.get_device_properties(backend.device)
     report["l2_bytes"] = int(getattr(props, "L2_cache_size", 0) or 0)

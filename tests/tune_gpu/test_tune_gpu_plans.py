@@ -76,15 +76,18 @@ def test_engine_enumeration_adds_bounded_knob_variants() -> None:
     assert len(extra) == 4
 
 
-def test_enumerated_engine_without_heuristic_notes_is_marked_unknown() -> None:
-    fk.ENGINES[7] = {"notes": set(), "ws": 0, "knobs": []}
+def test_enumerated_engine_without_heuristic_notes_is_probed() -> None:
+    fk.ENGINES[7] = {"notes": {"NONDETERMINISTIC"}, "ws": 0, "knobs": []}
     try:
         fk_graph_count = fk.FakeGraph.get_engine_count
         fk.FakeGraph.get_engine_count = lambda self: 8  # type: ignore[method-assign]
         en = cudnn_plan.enumerate_plans(P(f"fprop {BASE} dtype=float16"), device=0, handle=1,
                                         max_extra=50)
         by = {p.name: p for p in en.built()}
-        assert by["eng7"].notes == ("notes-unknown",)
+        assert by["eng7"].notes == ("NONDETERMINISTIC",)
+        en = cudnn_plan.enumerate_plans(P(f"fprop {BASE} dtype=float16"), device=0, handle=1,
+                                        max_extra=50, probe=False)
+        assert {p.name: p for p in en.built()}["eng7"].notes == ("notes-unknown",)
     finally:
         fk.FakeGraph.get_engine_count = fk_graph_count  # type: ignore[method-assign]
         del fk.ENGINES[7]

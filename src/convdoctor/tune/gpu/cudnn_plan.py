@@ -210,16 +210,17 @@ class ConvPlan:
         """
         torch, _ = import_cudnn()
         dev = _current_device(torch, device)
-        if plan_name is not None:
-            hit = _PLANS.get((dev, problem.key(), plan_name))
-            if hit is not None:
-                return hit
+        hit = _PLANS.get((dev, problem.key(), plan_name or ""))
+        if hit is not None:
+            return hit
         h = handle if handle is not None else get_handle(dev)
         with _device_ctx(torch, dev):
             if plan_name is None:
                 for mode in policy.HEUR_MODES:
                     for _info, plan in _mode_plans(problem, h, mode, dev, stop_at_first=True):
                         if plan is not None:
+                            with _LOCK:
+                                _PLANS[(dev, problem.key(), "")] = plan
                             return plan
                 raise RuntimeError(f"no cuDNN plan builds for {problem.short()} "
                                    "(heuristic modes A, B, FALLBACK all failed)")
@@ -321,7 +322,8 @@ def _build_index(problem: ConvProblem, g: _Graph, i: int, dev: int,
 
 
 def _mode_plans(problem: ConvProblem, h: Any, mode: str, dev: int, *, stop_at_first: bool = False,
-                only: str | None = None):  # type: ignore[no-untyped-def]
+                only: str | None = None,
+                skip: set[str] | None = None):  # type: ignore[no-untyped-def]
     """Yield (PlanInfo, ConvPlan|None) for a heuristic mode's list, in heuristic rank order."""
     _, cudnn = import_cudnn()
     try:
@@ -334,8 +336,9 @@ def _mode_plans(problem: ConvProblem, h: Any, mode: str, dev: int, *, stop_at_fi
     _apply_filter(problem, g)
     n = int(g.graph.get_execution_plan_count())
     for i in range(n):
-        if only is not None and str(g.graph.get_plan_name_at_index(i)) != only:
-            continue
+        name = str(g.graph.get_plan_name_at_index(i))
+        if (only is not None and name != only) or (skip is not None and name in skip):
+            continue  # not wanted, or already built from an earlier mode's graph
         info, plan = _build_index(problem, g, i, dev, mode)
         yield info, plan
         if stop_at_first and plan is not None:
@@ -343,7 +346,8 @@ def _mode_plans(problem: ConvProblem, h: Any, mode: str, dev: int, *, stop_at_fi
 
 
 def _engine_plans(problem: ConvProblem, h: Any, engine: int, dev: int, *, per_knob: int = 3,
-                  limit: int = 6):  # type: ignore[no-untyped-def]
+                  limit: int = 6, skip: set[str] | None = None,
+                  first_combo: list[dict[Any, int]] | None = None):  # type: ignore[no-untyped-def]
     """Yield (PlanInfo, ConvPlan|None) for bounded knob settings of one engine (its own graph)."""
     try:
         g = _new_graph(problem, h, "enum")
@@ -360,13 +364,46 @@ def _engine_plans(problem: ConvProblem, h: Any, engine: int, dev: int, *, per_kn
         try:
             g.graph.create_execution_plan(engine, combo)
             added += 1
+            if first_combo is not None and not first_combo:
+                first_combo.append(combo)
         except Exception:  # noqa: BLE001 - this knob setting is not valid for the engine
             continue
     if not added:
         return
     _apply_filter(problem, g)
     for i in range(int(g.graph.get_execution_plan_count())):
+        if skip is not None and str(g.graph.get_plan_name_at_index(i)) in skip:
+            continue
         yield _build_index(problem, g, i, dev, "enum")
+
+
+def probe_engine_notes(problem: ConvProblem, h: Any, engine: int, combo: dict[Any, int],
+                       notes: tuple[str, ...] = ("NONDETERMINISTIC", "TENSOR_CORE")
+                       ) -> set[str] | None:
+    """Which of `notes` an engine carries (same no-build trick as `probe_notes`); None if unknown."""
+    _, cudnn = import_cudnn()
+    found: set[str] = set()
+    for note in notes:
+        enum = getattr(cudnn.numerical_note, note, None)
+        if enum is None:
+            return None
+        try:
+            g = _new_graph(problem, h, "enum")
+            g.graph.create_execution_plan(engine, combo)
+            g.graph.deselect_numeric_notes([enum])
+            g.graph.deselect_workspace_greater_than(-1)
+        except Exception:  # noqa: BLE001
+            return None
+        try:
+            g.graph.build_plan_at_index(0)
+            return None  # built despite a -1 workspace limit: the trick does not apply here
+        except Exception as exc:  # noqa: BLE001
+            msg = str(exc)
+            if "Deselecting" in msg:
+                found.add(note)
+            elif "workspace" not in msg.lower():
+                return None
+    return found
 
 
 PROBED_NOTES = ("NONDETERMINISTIC", "TENSOR_CORE")
@@ -446,7 +483,8 @@ def enumerate_plans(problem: ConvProblem, *, device: int | None = None, handle: 
     engine_notes: dict[int, set[str]] = {}
     with _device_ctx(torch, dev):
         for mode in policy.HEUR_MODES:
-            for info, _plan in _mode_plans(problem, h, mode, dev):
+            done = {n for n, i in seen.items() if i.built}
+            for info, _plan in _mode_plans(problem, h, mode, dev, skip=done):
                 note(info)
             if probe:
                 for name, found in probe_notes(problem, h, mode).items():
@@ -464,9 +502,16 @@ def enumerate_plans(problem: ConvProblem, *, device: int | None = None, handle: 
             for engine in range(engine_count):
                 if extra >= max_extra or time.perf_counter() - t0 > time_budget_s:
                     break
-                for info, _plan in _engine_plans(problem, h, engine, dev):
+                done = {n for n, i in seen.items() if i.built}
+                combos: list[dict[Any, int]] = []
+                for info, _plan in _engine_plans(problem, h, engine, dev, skip=done,
+                                                 first_combo=combos):
                     if info.name.startswith("eng") and note(info) and info.built:
                         extra += 1
+                        if probe and engine not in engine_notes and combos:
+                            found = probe_engine_notes(problem, h, engine, combos[0])
+                            if found is not None:
+                                engine_notes[engine] = found
                     if extra >= max_extra:
                         break
     plans = []
