@@ -1,0 +1,71 @@
+"""`convdoctor explain "TEXT" | --file LOG | -`: name the root cause of an error message or a log."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from ..errors import UsageError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("text", nargs="?", help="the error message; '-' reads it from stdin")
+    parser.add_argument("--file", "-f", metavar="LOG", help="a log file of any size (streamed)")
+    parser.add_argument("--no-live", action="store_true",
+                        help="skip live checks on this machine (use for logs from another machine)")
+    parser.epilog = ("Exit codes: 0 a cause was found, 1 nothing known was found (cause 'unknown'), "
+                     "2 bad input.")
+
+
+def _explain_stream(stream, live):  # type: ignore[no-untyped-def]
+    from . import _live
+    from .engine import analyze
+    from .scan import BLOCK, Scanner
+
+    t0 = time.perf_counter()
+    sc = Scanner()
+    while True:
+        chunk = stream.read(BLOCK)
+        if not chunk:
+            break
+        sc.feed(chunk)
+    res = sc.close()
+    looked = {"source": "stdin", "bytes": res.total_bytes, "total_lines": res.total_lines,
+              "dropped_lines": res.dropped, "binary_fraction": round(res.binary_fraction, 3),
+              "scan_s": round(time.perf_counter() - t0, 3)}
+    return analyze(res.lines, looked_at=looked, live=_live(live))
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..cli import emit
+    from . import explain, explain_file
+
+    live = not args.no_live
+    if args.file and args.text:
+        raise UsageError("give either TEXT or --file LOG, not both")
+    if args.file:
+        path = args.file
+        if path == "-":
+            diag = _explain_stream(sys.stdin.buffer, live)
+        else:
+            if not os.path.exists(path):
+                raise UsageError(f"no such file: {path}", hint="check the path of the log")
+            if os.path.isdir(path):
+                raise UsageError(f"{path} is a directory, not a log file")
+            if not os.access(path, os.R_OK):
+                raise UsageError(f"cannot read {path} (permission denied)")
+            big = os.path.getsize(path) >= (64 << 20)
+            if big and sys.stderr.isatty() and not args.json:
+                print(f"convdoctor: scanning {os.path.getsize(path) >> 20} MiB ...", file=sys.stderr)
+            diag = explain_file(path, live=live)
+    elif args.text == "-" or (args.text is None and not sys.stdin.isatty()):
+        diag = _explain_stream(sys.stdin.buffer, live)
+    elif args.text is not None:
+        diag = explain(args.text, live=live)
+    else:
+        raise UsageError("nothing to explain: give the error TEXT, --file LOG, or '-' to read stdin",
+                         hint='convdoctor explain "CUDNN_STATUS_NOT_INITIALIZED"')
+    emit(args, diag.to_dict(), diag.render())
+    return 1 if diag.cause_id == "unknown" else 0

@@ -1,0 +1,70 @@
+"""The knowledge base is well-formed: every pattern is backed by a real message with its source, every
+example matches its own pattern and is seen by the streaming pre-filter."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from convdoctor.explain.kb import CAUSE_IDS, causes, live_map, patterns, status_table
+from convdoctor.explain.scan import ANCHORS, scan_text
+
+CORPUS = json.loads((Path(__file__).parent / "corpus.json").read_text(encoding="utf-8"))["entries"]
+
+
+def test_causes_cover_the_issue_ids() -> None:
+    assert set(causes()) == set(CAUSE_IDS)
+    for cid, info in causes().items():
+        assert info["title"] and info["fix"], cid
+        if cid != "unknown":
+            assert info["sources"], cid
+
+
+def test_patterns_backed_by_real_messages() -> None:
+    pats = patterns()
+    assert len(pats) >= 30
+    for p in pats:
+        assert p.examples, p.id
+        assert p.role in ("failure", "context", "noise"), p.id
+        for c in p.causes:
+            assert c in CAUSE_IDS, (p.id, c)
+        for ex in p.examples:
+            assert ex["source"].startswith("https://"), p.id
+            assert p.regex.search(ex["text"]), (p.id, ex["text"])
+
+
+def test_anchor_prefilter_sees_every_failure_example() -> None:
+    for p in patterns():
+        if p.role != "failure":
+            continue
+        for ex in p.examples:
+            low = ex["text"].lower().encode()
+            assert any(a in low for a in ANCHORS), (p.id, ex["text"])
+
+
+def test_corpus_messages_survive_the_prefilter() -> None:
+    for e in CORPUS:
+        res = scan_text(e["text"])
+        kept = "\n".join(t for _, t in res.lines)
+        if e["cause"] == "harmless-warning":
+            continue
+        assert res.lines, e["id"]
+        assert any(p.role != "noise" and p.regex.search(kept) for p in patterns()), e["id"]
+
+
+def test_status_tables() -> None:
+    st = status_table()
+    assert st["v8"]["1"] == "CUDNN_STATUS_NOT_INITIALIZED"
+    assert st["v8"]["6"] == "CUDNN_STATUS_ARCH_MISMATCH"
+    assert st["v9"]["1001"] == "CUDNN_STATUS_NOT_INITIALIZED"
+    assert st["v9"]["1002"] == "CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH"
+    assert st["v9"]["3007"].endswith("ARCH_MISMATCH")
+    for name, votes in st["status_causes"].items():
+        assert name.startswith("CUDNN_STATUS_")
+        assert set(votes) <= set(CAUSE_IDS)
+
+
+def test_live_map_targets_are_cause_ids() -> None:
+    lm = live_map()
+    for target in list(lm["map"].values()) + list(lm["check_map"].values()):
+        assert target is None or target in CAUSE_IDS
