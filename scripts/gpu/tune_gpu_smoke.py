@@ -4,12 +4,12 @@
 For 6 problems x (fprop, dgrad, wgrad): list candidates (cuDNN plans from heuristic modes A/B/
 FALLBACK + bounded engine/knob enumeration, PyTorch's paths), build each, check it against the
 float64 reference (output poisoned), time it (L2 flush, CUDA events; median of N), and print a table.
-torch:heuristic is measured in a separate worker process (PyTorch caches its cuDNN choice per
+torch:heuristic runs in the backend's private child worker (PyTorch caches its cuDNN choice per
 process under a key that ignores the benchmark flag, so it cannot share a process with
 torch:benchmark). Also: ConvPlan.build by name, NVML clock, roofline peaks.
 
 Run from the repo root:  OUT=/tmp/out PYTHONPATH=src python scripts/gpu/tune_gpu_smoke.py
-Writes $OUT/tune_gpu_smoke.json (+ heuristic_worker.json, log lines on stdout).
+Writes $OUT/tune_gpu_smoke.json (log lines on stdout, summary table last).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 import traceback
@@ -99,41 +98,14 @@ def measure(backend: CudaBackend, problem: ConvProblem, cand: Candidate) -> dict
     return rec
 
 
-def worker_heuristic(out_path: Path) -> None:
-    """Measure torch:heuristic (only) for every case; this process never runs torch:benchmark."""
-    backend = CudaBackend()
-    res = {}
-    for label, p in problems():
-        cand = next(c for c in backend.torch_candidates(p) if c.key == "torch:heuristic")
-        res[label] = measure(backend, p, cand)
-        log(f"[worker] {label}: {res[label].get('median_ms', res[label].get('status'))}")
-    out_path.write_text(json.dumps(res, indent=1))
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--worker-heuristic", action="store_true")
     ap.add_argument("--only", default="", help="substring filter on case labels")
     args = ap.parse_args()
     out = Path(os.environ.get("OUT", "out_tune_gpu"))
     out.mkdir(parents=True, exist_ok=True)
-    if args.worker_heuristic:
-        worker_heuristic(out / "heuristic_worker.json")
-        return 0
 
     t_start = time.perf_counter()
-    # torch:heuristic in its own process, run to completion first (never alongside: the GPU would
-    # be shared and both timings disturbed).
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
-    worker_err = ""
-    try:
-        with open(out / "heuristic_worker.log", "w") as wlog:
-            subprocess.run([sys.executable, __file__, "--worker-heuristic"], env=env, stdout=wlog,
-                           stderr=subprocess.STDOUT, timeout=70, check=False)
-    except subprocess.TimeoutExpired:
-        worker_err = "heuristic worker timed out (70 s)"
-    log(f"heuristic worker done ({time.perf_counter() - t_start:.0f}s) {worker_err}")
     backend = CudaBackend(max_extra=8, enum_budget_s=1.5)
     report: dict = {"env": backend.environment(), "cases": {}, "errors": []}
     props = torch.cuda.get_device_properties(backend.device)
@@ -185,8 +157,6 @@ def main() -> int:
                 case["convplan_default"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
             recs = []
             for c in cands:
-                if c.key == "torch:heuristic":
-                    continue  # measured by the worker process
                 recs.append(measure(backend, p, c))
             case["results"] = recs
             ok = [r for r in recs if r.get("status") == "ok"]
@@ -194,7 +164,7 @@ def main() -> int:
             bestc = min(cud, key=lambda r: r["median_ms"]) if cud else None
             case["best_cudnn"] = ({"key": bestc["key"], "ms": bestc["median_ms"]}
                                   if bestc else None)
-            for k in ("torch:benchmark", "torch:cudnn-off"):
+            for k in ("torch:benchmark", "torch:heuristic", "torch:cudnn-off"):
                 r = next((r for r in recs if r["key"] == k), None)
                 case[k] = r.get("median_ms") if r and r.get("status") == "ok" else (
                     r.get("status") if r else None)
@@ -220,17 +190,7 @@ def main() -> int:
             cudnn_plan.clear_cache()
             torch.cuda.empty_cache()
 
-    if worker_err:
-        report["errors"].append(worker_err)
-    hw: dict = {}
-    try:
-        hw = json.loads((out / "heuristic_worker.json").read_text())
-    except Exception as exc:  # noqa: BLE001
-        report["errors"].append(f"heuristic worker: {exc}")
-    for label, case in report["cases"].items():
-        r = hw.get(label, {})
-        case["torch:heuristic"] = r.get("median_ms") if r.get("status") == "ok" else r.get("status")
-        case["torch:heuristic_rec"] = r
+    backend.shutdown()
     report["wall_s"] = time.perf_counter() - t_start
     (out / "tune_gpu_smoke.json").write_text(json.dumps(report, indent=1, default=str))
 

@@ -59,21 +59,23 @@ def test_candidates_and_strict_filter(backend) -> None:
         r.close()
 
 
-def test_torch_paths_and_cache_collision_guard(backend) -> None:
+def test_torch_paths_benchmark_here_heuristic_in_child(backend) -> None:
     from convdoctor.tune.backend import CandidateUnsupported
+    from convdoctor.tune.gpu.backend import CudaBackend
 
     p = P("wgrad n=4 c=16 h=12 w=12 k=16 r=3 s=3 pad=1 dtype=float16 layout=nhwc")
     by = {c.key: c for c in backend.torch_candidates(p)}
-    r = backend.prepare(p, by["torch:benchmark"])
-    r.warmup()
-    assert r.check().ok
-    r.close()
+    for key in ("torch:benchmark", "torch:heuristic", "torch:cudnn-off"):
+        r = backend.prepare(p, by[key])
+        r.warmup()
+        c = r.check()
+        assert c.ok, (key, c.detail)
+        assert all(t > 0 for t in r.time(3))
+        r.close()
+    # in one process, the second torch cuDNN mode would reuse the first one's cached choice
+    solo = CudaBackend(enumerate_engines=False, isolate_heuristic=False)
     with pytest.raises(CandidateUnsupported, match="fresh worker"):
-        backend.prepare(p, by["torch:heuristic"])
-    r = backend.prepare(p, by["torch:cudnn-off"])
-    r.warmup()
-    assert r.check().ok
-    r.close()
+        solo.prepare(p, by["torch:heuristic"])
 
 
 def test_timer_batches_microsecond_kernels() -> None:

@@ -14,9 +14,11 @@ Correctness: fresh random inputs, output poisoned with NaN, compared norm-wise w
 reference computed by PyTorch's native CUDA kernels (cuDNN off) on the upcast inputs.
 
 PyTorch caches its cuDNN choice per process under a key WITHOUT the benchmark flag: once a shape ran
-with benchmark off, benchmark=True never searches it, and vice versa. So in one process only the
-first of torch:benchmark / torch:heuristic prepared for a problem is honest; the second raises
-CandidateUnsupported saying so (run them in separate worker processes).
+with benchmark off, benchmark=True never searches it, and vice versa. So torch:benchmark runs in this
+process (its choice is "what benchmark=True picks in this process"), and torch:heuristic runs in a
+private child worker process (`convdoctor.tune.worker` with `in_process_backend`) that never runs
+benchmark mode; the heuristic choice does not depend on the process. As a last guard, a runner that
+would reuse the other mode's cached choice raises CandidateUnsupported.
 """
 
 from __future__ import annotations
@@ -291,7 +293,8 @@ class CudaBackend:
     name = "cuda"
 
     def __init__(self, device: int | None = None, *, enumerate_engines: bool = True,
-                 max_extra: int = 24, enum_budget_s: float = 8.0) -> None:
+                 max_extra: int = 24, enum_budget_s: float = 8.0,
+                 isolate_heuristic: bool = True) -> None:
         import torch
 
         if not torch.cuda.is_available():
@@ -307,6 +310,22 @@ class CudaBackend:
         self._env: dict[str, str] | None = None
         self.last_enumeration: Any = None
         self.cudnn_error = ""
+        self.isolate_heuristic = isolate_heuristic
+        self._child: Any = None
+
+    def _heuristic_child(self) -> Any:
+        """The private worker process that measures torch:heuristic (started on first use)."""
+        if self._child is None:
+            from ..worker import WorkerBackend
+
+            self._child = WorkerBackend("convdoctor.tune.gpu.backend:in_process_backend",
+                                        timeout_s=120.0)
+        return self._child
+
+    def shutdown(self) -> None:
+        if self._child is not None:
+            self._child.shutdown()
+            self._child = None
 
     # ------------------------------------------------------------ identity
     def environment(self) -> dict[str, str]:
@@ -356,7 +375,7 @@ class CudaBackend:
             Candidate("torch:benchmark", "cuda", 0, det,
                       ("PyTorch cudnn.benchmark=True choice in this process",) + asym),
             Candidate("torch:heuristic", "cuda", 0, det,
-                      ("PyTorch cuDNN heuristics (benchmark=False)",) + asym),
+                      ("PyTorch cuDNN heuristics (benchmark=False), in a child process",) + asym),
         ]
         if not (problem.deterministic and problem.direction != "fprop"):
             out.append(Candidate("torch:cudnn-off", "cuda", 0, problem.direction == "fprop",
@@ -394,6 +413,8 @@ class CudaBackend:
         with torch.cuda.device(self.device):
             if candidate.key.startswith(policy.CUDNN_PREFIX):
                 return CudnnPlanRunner(self, problem, candidate)
+            if candidate.key == "torch:heuristic" and self.isolate_heuristic:
+                return self._heuristic_child().prepare(problem, candidate)
             if candidate.key in policy.TORCH_KEYS:
                 try:
                     return TorchRunner(self, problem, candidate)
@@ -403,3 +424,8 @@ class CudaBackend:
                     raise CandidateUnsupported(
                         f"{candidate.key} failed: {' '.join(str(exc).split())[:300]}") from None
         raise CandidateUnsupported(f"unknown candidate {candidate.key!r} for the CUDA backend")
+
+
+def in_process_backend() -> CudaBackend:
+    """The backend of the torch:heuristic child worker: everything runs in that process."""
+    return CudaBackend(enumerate_engines=False, isolate_heuristic=False)
