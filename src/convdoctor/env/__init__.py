@@ -20,6 +20,6 @@ def diagnose(*, smoke: bool | None = False, system: System | None = None, **kw: 
 
     smoke: True runs the GPU smoke test, False skips it, None runs it when a GPU is visible.
     """
-    from .diagnose import diagnose as _diagnose
+    from .engine import diagnose as _diagnose
 
     return _diagnose(smoke=smoke, system=system, **kw)

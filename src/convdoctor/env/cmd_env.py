@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
 
 def run_diagnosis(args: argparse.Namespace, *, smoke: bool | None) -> int:
     from ..cli import emit
-    from .diagnose import diagnose
+    from .engine import diagnose
     from .render import render
     from .system import System
 

@@ -81,7 +81,8 @@ def _index_for(compat: dict[str, Any], cuda_driver: str | None) -> tuple[str, st
     """The newest PyTorch wheel index whose CUDA the driver supports."""
     rows = compat["torch_wheels"]["index_url_by_cuda"]["rows"]
     drv = _vt(cuda_driver)
-    ok = [c for c in rows if not drv or _vt(c)[:1] <= drv[:1] and (_vt(c) <= drv or _vt(c)[0] < drv[0])]
+    # minor-version compatibility: any runtime of the driver's CUDA major (or older) runs
+    ok = [c for c in rows if not drv or _vt(c)[:1] <= drv[:1]]
     if not ok:
         return None
     best = max(ok, key=_vt)
