@@ -128,6 +128,7 @@ def test_partial_cu12_copy_on_ld_library_path(tmp_path: Path) -> None:
     assert (f.data["own_version"], f.data["own_cuda"]) == ("9.19.0", 13)
     assert any("DT_RUNPATH" in e and "LD_LIBRARY_PATH BEFORE" in e for e in f.evidence)
     assert f.fix.startswith("unset LD_LIBRARY_PATH")
+    assert one(r, "cudnn-version-mismatch").fix.startswith("unset LD_LIBRARY_PATH")
     mixed = one(r, "cudnn-sublibraries-mixed")
     assert OWN in mixed.title and "/repo/.gpu-extra/cudnn-cu12/lib" in mixed.title
 

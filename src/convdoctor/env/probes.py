@@ -359,6 +359,17 @@ def probe_cudnn_versions(ctx: ProbeContext) -> Fact:
             m = re.search(r"-cu(\d+)$", c["pip_dist"])
             if m:
                 c["cuda_major"], c["cuda_major_source"] = int(m.group(1)), f"pip {c['pip_dist']}"
+    # sub-libraries that cannot report their own version: the version of the install they sit in, marked
+    known: dict[str, set[tuple[str, int | None]]] = {}
+    for c in copies:
+        if c["family"] in ("cudnn", "cudnn-sub") and c.get("version_source") == "cudnnGetVersion":
+            known.setdefault(c["dir"], set()).add((c["version"], c.get("cuda_major")))
+    for c in copies:
+        if c["family"] == "cudnn-sub" and not c.get("version") and len(known.get(c["dir"], ())) == 1:
+            (ver, cm), = known[c["dir"]]
+            c["version"], c["version_source"] = ver, "inferred: same directory as a library that reported it"
+            if cm and not c.get("cuda_major"):
+                c["cuda_major"] = cm
     fact.value = {"results": results}
     return fact
 

@@ -51,12 +51,12 @@ def summary(report: Report) -> str:
         lines.append(f"jax:       jax_cuda{p['cuda_major']}_plugin {p['version']}")
     copies = [c for c in _val(report, "libraries").get("copies", []) if not c.get("same_file_as")]
     if copies:
-        lines.append("libraries (search order):")
+        lines.append("libraries (search order; * = version inferred from its directory):")
         for c in copies:
-            ver = c.get("version") or "?"
+            ver = (c.get("version") or "?") + ("*" if str(c.get("version_source", "")).startswith("inferred") else "")
             cm = f"cuda{c['cuda_major']}" if c.get("cuda_major") else "cuda?"
             real = f" -> {c['realpath']}" if c.get("realpath") and c["realpath"] != c["path"] else ""
-            lines.append(f"  {c['name']:<28} {ver:<10} {cm:<7} {c['path']}{real}  [{c['via']}]")
+            lines.append(f"  {c['name']:<40} {ver:<10} {cm:<7} {c['path']}{real}  [{c['via']}]")
     else:
         lines.append("libraries: no libcudnn/libcudart/libcublas/libnvrtc on any search path")
     r = _val(report, "resolution")

@@ -329,15 +329,19 @@ def rule_cudnn_versions(facts: dict[str, Fact], data: RuleData) -> list[Finding]
     if comp and run:
         c, r = _vt(comp), _vt(run)
         if c[:1] != r[:1] or r[:2] < c[:2]:
-            rc = _runtime_copy(facts)
+            loaded, how = _loaded_cudnn(facts)
+            rc = next((x for x in loaded if x.get("version") == run and x.get("version_source") == "cudnnGetVersion"),
+                      None) or _runtime_copy(facts)
             ev = [f"torch._C._cudnn.getCompileVersion() = {comp}", f"torch._C._cudnn.getRuntimeVersion() = {run}"]
             if t.get("cudnn_version_check_error"):
                 ev.append(f"torch.backends.cudnn.version(): {t['cudnn_version_check_error'][:200]}")
+            fix = _cudnn_fix(facts, data, (cuda or "12").split(".")[0], ".".join(comp.split(".")[:2]))
             if rc:
-                ev.append(f"loaded: {rc['path']}")
+                ev.append(f"{how}: {rc['path']} reports cuDNN {rc.get('version', '?')} (via {rc.get('via', '?')})")
+                if "LD_LIBRARY_PATH" in str(rc.get("via")):
+                    fix = _ld_without(_v(facts, "environ"), rc["dir"]) + f"   # drop {rc['dir']} from LD_LIBRARY_PATH"
             out.append(make(data, "cudnn-version-mismatch", layer="torch", framework="torch", compiled=comp, runtime=run,
-                            fix_cmd=_cudnn_fix(facts, data, (cuda or "12").split(".")[0], ".".join(comp.split(".")[:2])),
-                            evidence=ev))
+                            fix_cmd=fix, evidence=ev))
     tf = _v(facts, "tensorflow")
     if tf.get("installed") and (tf.get("cudnn_compiled") or tf.get("cudnn_version")):
         comp = tf.get("cudnn_compiled") or tf.get("cudnn_version")
