@@ -322,8 +322,8 @@ def _build_index(problem: ConvProblem, g: _Graph, i: int, dev: int,
 
 
 def _mode_plans(problem: ConvProblem, h: Any, mode: str, dev: int, *, stop_at_first: bool = False,
-                only: str | None = None,
-                skip: set[str] | None = None):  # type: ignore[no-untyped-def]
+                only: str | None = None, skip: set[str] | None = None,
+                deadline: float | None = None):  # type: ignore[no-untyped-def]
     """Yield (PlanInfo, ConvPlan|None) for a heuristic mode's list, in heuristic rank order."""
     _, cudnn = import_cudnn()
     try:
@@ -339,6 +339,9 @@ def _mode_plans(problem: ConvProblem, h: Any, mode: str, dev: int, *, stop_at_fi
         name = str(g.graph.get_plan_name_at_index(i))
         if (only is not None and name != only) or (skip is not None and name in skip):
             continue  # not wanted, or already built from an earlier mode's graph
+        if deadline is not None and time.perf_counter() > deadline:
+            yield PlanInfo(name, mode, False, 0, "not built: enumeration time budget spent"), None
+            continue
         info, plan = _build_index(problem, g, i, dev, mode)
         yield info, plan
         if stop_at_first and plan is not None:
@@ -458,9 +461,12 @@ class Enumeration:
 
 def enumerate_plans(problem: ConvProblem, *, device: int | None = None, handle: Any = None,
                     enumerate_engines: bool = True, max_extra: int = 24,
-                    time_budget_s: float = 8.0, probe: bool = True) -> Enumeration:
+                    time_budget_s: float = 8.0, probe: bool = True,
+                    build_budget_s: float = 45.0) -> Enumeration:
     """Plans for the problem: heuristic modes A, B, FALLBACK (deduplicated by name), then up to
-    `max_extra` more from engine/knob enumeration within `time_budget_s` seconds."""
+    `max_extra` more from engine/knob enumeration within `time_budget_s` more seconds. Building stops
+    after `build_budget_s` in all (runtime-compiled engines can take long to build); plans not
+    built for that reason are listed with that reason."""
     torch, _ = import_cudnn()
     dev = _current_device(torch, device)
     h = handle if handle is not None else get_handle(dev)
@@ -484,7 +490,8 @@ def enumerate_plans(problem: ConvProblem, *, device: int | None = None, handle: 
     with _device_ctx(torch, dev):
         for mode in policy.HEUR_MODES:
             done = {n for n, i in seen.items() if i.built}
-            for info, _plan in _mode_plans(problem, h, mode, dev, skip=done):
+            for info, _plan in _mode_plans(problem, h, mode, dev, skip=done,
+                                           deadline=t0 + build_budget_s):
                 note(info)
             if probe:
                 for name, found in probe_notes(problem, h, mode).items():
@@ -493,6 +500,7 @@ def enumerate_plans(problem: ConvProblem, *, device: int | None = None, handle: 
                     except ValueError:
                         continue
                     engine_notes.setdefault(eng, set()).update(found)
+        t_enum = time.perf_counter()
         if enumerate_engines and max_extra > 0:
             try:
                 g = _new_graph(problem, h, "enum")
@@ -500,7 +508,8 @@ def enumerate_plans(problem: ConvProblem, *, device: int | None = None, handle: 
             except Exception:  # noqa: BLE001
                 engine_count = 0
             for engine in range(engine_count):
-                if extra >= max_extra or time.perf_counter() - t0 > time_budget_s:
+                now = time.perf_counter()
+                if extra >= max_extra or now - t_enum > time_budget_s or now - t0 > build_budget_s:
                     break
                 done = {n for n, i in seen.items() if i.built}
                 combos: list[dict[Any, int]] = []
