@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-import pytest
+import sys
 
 from convdoctor.env import diagnose
 
-pytestmark = pytest.mark.gpu
+try:
+    import pytest
+except ImportError:  # the GPU machine may lack pytest: `python tests/env/test_env_gpu.py` runs these too
+    pytest = None
 
+if pytest is not None:
+    pytestmark = pytest.mark.gpu
 
-@pytest.fixture(scope="module")
-def report():
-    return diagnose(smoke=True)
+    @pytest.fixture(scope="module")
+    def report():
+        return diagnose(smoke=True)
 
 
 def test_facts_match_torch(report) -> None:
@@ -49,3 +54,17 @@ def test_smoke_runs_and_is_correct(report) -> None:
 
 def test_healthy_gpu_machine_has_no_errors(report) -> None:
     assert not report.errors, [f.to_dict() for f in report.errors]
+
+
+if __name__ == "__main__":
+    rep = diagnose(smoke=True)
+    failed = 0
+    for fn in (test_facts_match_torch, test_smoke_runs_and_is_correct, test_healthy_gpu_machine_has_no_errors):
+        try:
+            fn(rep)
+            print(f"PASSED {fn.__name__}")
+        except AssertionError as exc:
+            failed += 1
+            print(f"FAILED {fn.__name__}: {exc!r}"[:2000])
+    print(f"{3 - failed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
