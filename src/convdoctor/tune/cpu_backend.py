@@ -6,15 +6,22 @@ a model that keeps the user's layout pays them. `cpu:mkldnn-on` in the user's la
 does by default, so it is the baseline. 1D problems have no channels-last form: layout candidates are
 not offered there. Asymmetric padding runs as a pre-padded input with pad 0 for every candidate alike
 (PyTorch pads symmetrically); the pad itself is outside the timed interval.
-There is no cache flush on the CPU (it would cost more than small convolutions); `clock()` is None.
+There is no cache flush on the CPU (it would cost more than small convolutions).
+The CPU's analogue of a GPU clock slowdown is contention: other processes taking the cores. Each
+timed batch records the share of its threads' CPU time the process actually got (process CPU time /
+(wall time x threads)); `clock()` reports a slowdown when that share fell below
+CONVDOCTOR_CPU_MIN_SHARE (default 0.6; 0 turns the check off), so the harness discards the batch,
+pauses and retries, exactly as for a throttled GPU.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import re
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from ..problem import ConvProblem
@@ -40,12 +47,38 @@ def _onednn_version(torch: Any) -> str:
     return m.group(1) if m else "unknown"
 
 
+@contextlib.contextmanager
+def _mkldnn_enabled(torch: Any, on: bool) -> Iterator[None]:
+    """Switch oneDNN for the duration (torch.backends.mkldnn.flags also resets its TF32 flag, which
+    warns on every call on CPU builds; the enabled switch alone is what the candidate means)."""
+    get = getattr(torch._C, "_get_mkldnn_enabled", None)
+    set_ = getattr(torch._C, "_set_mkldnn_enabled", None)
+    if get is None or set_ is None:
+        with torch.backends.mkldnn.flags(enabled=on):
+            yield
+        return
+    old = get()
+    set_(on)
+    try:
+        yield
+    finally:
+        set_(old)
+
+
+def min_share() -> float:
+    try:
+        return float(os.environ.get("CONVDOCTOR_CPU_MIN_SHARE", "0.6"))
+    except ValueError:
+        return 0.6
+
+
 class CpuRunner:
     def __init__(self, problem: ConvProblem, candidate: Candidate, mkldnn: bool,
-                 run_layout: str) -> None:
+                 run_layout: str, backend: CpuBackend | None = None) -> None:
         import torch
 
         self.torch = torch
+        self.backend = backend
         self.problem = problem
         self.candidate = candidate
         self.mkldnn = mkldnn
@@ -78,7 +111,7 @@ class CpuRunner:
     def _fn(self, x: Any, w: Any, dy: Any) -> Any:
         t = self.torch
         convert = self.run_layout != self.problem.layout
-        with t.backends.mkldnn.flags(enabled=self.mkldnn), t.no_grad():
+        with _mkldnn_enabled(t, self.mkldnn), t.no_grad():
             try:
                 if convert:
                     mf = self._mf(x.dim(), self.run_layout)
@@ -98,10 +131,14 @@ class CpuRunner:
 
     def time(self, reps: int) -> list[float]:
         out = []
+        w0, c0 = time.perf_counter(), time.process_time()
         for _ in range(reps):
             t0 = time.perf_counter()
             self._fn(self.x, self.w, self.dy)
             out.append(time.perf_counter() - t0)
+        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+        if self.backend is not None and wall > 0:
+            self.backend.last_share = cpu / (wall * max(1, self.torch.get_num_threads()))
         return out
 
     def check(self) -> Correctness:
@@ -126,6 +163,7 @@ class CpuBackend:
         import torch
 
         self.torch = torch
+        self.last_share: float | None = None   # CPU share of the last timed batch
 
     def environment(self) -> dict[str, str]:
         t = self.torch
@@ -156,7 +194,34 @@ class CpuBackend:
         layout = m.group(2) or problem.layout
         if layout != problem.layout and problem.ndim < 2:
             raise CandidateUnsupported("1D convolutions have no channels-last layout")
-        return CpuRunner(problem, candidate, mkldnn=m.group(1) == "on", run_layout=layout)
+        return CpuRunner(problem, candidate, mkldnn=m.group(1) == "on", run_layout=layout,
+                         backend=self)
 
     def clock(self) -> ClockReading | None:
-        return None
+        """No clock to read; `slowdown` is set when the last batch was starved of CPU time."""
+        share, self.last_share = self.last_share, None
+        threshold = min_share()
+        slow = share is not None and threshold > 0 and share < threshold
+        return ClockReading(sm_clock_mhz=None, max_sm_clock_mhz=None, reasons=0, slowdown=slow)
+
+    def peaks(self) -> dict[str, Any]:
+        """A simple measured roofline: best of 5 fp32 1024^3 matmuls, best of 5 64 MiB copies."""
+        t = self.torch
+
+        def best(fn: Any) -> float:
+            fn()
+            times = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - t0)
+            return min(times)
+
+        n = 1024
+        a, b = t.randn(n, n), t.randn(n, n)
+        fl = 2.0 * n ** 3 / best(lambda: t.mm(a, b))
+        src = t.empty(64 << 20, dtype=t.uint8)
+        dst = t.empty_like(src)
+        bw = 2.0 * src.numel() / best(lambda: dst.copy_(src))
+        return {"device": _cpu_model(), "flops": {"float32/tf32": fl, "float32/strict": fl},
+                "bandwidth": bw, "method": "fp32 matmul 1024^3 best of 5; copy 64 MiB best of 5"}

@@ -96,6 +96,8 @@ class Harness:
         """`reps` samples taken under a normal clock, or None (discarded: slowdown, or failure)."""
         assert live.runner is not None
         while True:
+            if self.degraded:
+                return None
             before = self.backend.clock()
             try:
                 samples = [float(v) for v in live.runner.time(reps)]
@@ -375,9 +377,10 @@ class Harness:
             result.winner, result.noise_band = winner, band
             if self.degraded:
                 result.degraded = True
-                result.notes.append("the clock reported a slowdown that did not clear: result not "
-                                    "trusted")
-            if winner is None:
+                result.notes.append("the device reported a slowdown (GPU clock throttling, or CPU "
+                                    "time taken by other processes) that did not clear: result "
+                                    "not trusted, not stored")
+            if winner is None and not self.degraded:
                 result.notes.append("no candidate ran correctly")
             for lv in lives:
                 if lv.stats.status == "ok" and not lv.stats.samples and lv.stats.screen_samples:

@@ -233,6 +233,17 @@ class WorkerBackend:
                             max_sm_clock_mhz=c.get("max_sm_clock_mhz"),
                             reasons=int(c.get("reasons", 0)), slowdown=bool(c.get("slowdown")))
 
+    def peaks(self) -> dict[str, Any] | None:
+        """Measured device peaks (see `backend_peaks`), or None when they cannot be had."""
+        old = self.timeout_s
+        self.timeout_s = max(old, 120.0)
+        try:
+            return self.call({"op": "peaks"}).get("peaks")  # type: ignore[no-any-return]
+        except (WorkerDied, RuntimeError):
+            return None
+        finally:
+            self.timeout_s = old
+
     def shutdown(self) -> None:
         if self._proc is not None:
             self._proc.close()
@@ -255,6 +266,20 @@ def _load_backend(spec: str) -> Any:
     from .backend import get_backend
 
     return get_backend(spec)
+
+
+def backend_peaks(backend: Any) -> dict[str, Any] | None:
+    """The device's measured peaks ({"device", "flops": {math key: FLOP/s}, "bandwidth"}), or None."""
+    fn = getattr(backend, "peaks", None)
+    if callable(fn):
+        return fn()  # type: ignore[no-any-return]
+    if getattr(backend, "name", "") == "cuda":
+        from dataclasses import asdict
+
+        from .gpu.roofline import peaks
+
+        return asdict(peaks())
+    return None
 
 
 def _finite(v: float) -> float:
@@ -303,6 +328,8 @@ def serve(spec: str) -> int:
                 r = runners.pop(msg["id"], None)
                 if r is not None:
                     r.close()
+            elif op == "peaks":
+                reply = {"peaks": backend_peaks(backend)}
             elif op == "clock":
                 c = backend.clock()
                 reply = {"clock": None if c is None else {

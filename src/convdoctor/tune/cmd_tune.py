@@ -1,0 +1,177 @@
+"""`convdoctor tune`: tune one problem (--problem) or every unique convolution of a model."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ..errors import UsageError
+from ..problem import PARSE_HELP, ConvProblem
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", nargs="?", help="zoo:<name> or path/to/file.py:factory (needs "
+                   "--input-shape); or use --problem")
+    p.add_argument("--problem", action="append", default=[], metavar="TEXT",
+                   help='a problem, e.g. "fprop n=32 c=256 h=28 w=28 k=256 r=3 s=3 pad=1 '
+                   'dtype=float32 layout=nchw" (repeatable)')
+    p.add_argument("--input-shape", help="model input shape, e.g. 32,3,224,224")
+    p.add_argument("--dtype", default="float32", help="model dtype: float32|float16|bfloat16")
+    p.add_argument("--channels-last", action="store_true", help="run the model channels-last")
+    p.add_argument("--train", action="store_true", help="also tune dgrad and wgrad (training)")
+    p.add_argument("--math", default="tf32", choices=["tf32", "strict"],
+                   help="fp32 math for model problems: tf32 allowed (default) or strict")
+    p.add_argument("--deterministic", action="store_true",
+                   help="model problems need deterministic engines")
+    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--budget", type=float, default=None, metavar="S",
+                   help="sampling time cap per problem in seconds (default 10 GPU, 3 CPU)")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="S",
+                   help="a candidate that does not answer in S seconds counts as hung")
+    p.add_argument("--db", default=None, help="tuning database file (default: CONVDOCTOR_DB or "
+                   "the user cache dir)")
+    p.add_argument("--no-db", action="store_true", help="do not read or write the database")
+    p.add_argument("--force", action="store_true", help="tune again even when the database has "
+                   "a valid result")
+    p.add_argument("--limit", type=int, default=None, help="tune only the first N problems")
+    p.add_argument("--detail", action="store_true", help="print every candidate's statistics")
+    p.add_argument("--no-isolate", action="store_true",
+                   help="run candidates in this process (debugging; a crash kills the run)")
+
+
+def model_problems(spec: str, input_shape: str | None, *, dtype: str, channels_last: bool,
+                   train: bool, math: str, deterministic: bool) -> list[ConvProblem]:
+    if not input_shape:
+        raise UsageError("tuning a model needs --input-shape, e.g. --input-shape 32,3,224,224")
+    from ..check.models import load_model, parse_shape
+    from ..check.trace import trace_convs
+
+    shape = parse_shape(input_shape, name="--input-shape")
+    model = load_model(spec)
+    calls = trace_convs(model, input_shape=shape, dtype=dtype,
+                        memory_format="channels_last" if channels_last else "contiguous",
+                        train=train)
+    if not calls:
+        raise UsageError(f"{spec} runs no convolutions on input {shape}: nothing to tune")
+    out: list[ConvProblem] = []
+    for call in calls:
+        out.append(ConvProblem.from_conv_call(call, "fprop", math=math,
+                                              deterministic=deterministic))
+        if train:
+            # The data input needs no gradient: PyTorch skips dgrad for a conv fed by it.
+            if not (tuple(call.x_shape) == tuple(shape) and not call.transposed):
+                out.append(ConvProblem.from_conv_call(call, "dgrad", math=math,
+                                                      deterministic=deterministic))
+            out.append(ConvProblem.from_conv_call(call, "wgrad", math=math,
+                                                  deterministic=deterministic))
+    return unique(out)
+
+
+def unique(problems: list[ConvProblem]) -> list[ConvProblem]:
+    seen: set[str] = set()
+    out = []
+    for p in problems:
+        if p.key() not in seen:
+            seen.add(p.key())
+            out.append(p)
+    return out
+
+
+def open_db(args: argparse.Namespace) -> Any:
+    if getattr(args, "no_db", False):
+        return None
+    from ..db import TuningDB
+
+    return TuningDB(args.db)
+
+
+def make_backend(name: str, *, isolate: bool, timeout_s: float) -> Any:
+    if isolate:
+        from .worker import WorkerBackend
+
+        return WorkerBackend(name, timeout_s=timeout_s)
+    from .backend import get_backend
+
+    return get_backend(name)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..cli import emit
+    from ..progress import Progress
+    from .harness import environment_of, tune_problem
+    from .render import candidate_table, summary_row, summary_table
+
+    problems: list[ConvProblem] = []
+    for text in args.problem:
+        problems.append(ConvProblem.parse(text))
+    if args.model:
+        problems += model_problems(args.model, args.input_shape, dtype=args.dtype,
+                                   channels_last=args.channels_last, train=args.train,
+                                   math=args.math, deterministic=args.deterministic)
+    if not problems:
+        raise UsageError(f"nothing to tune: give MODEL with --input-shape, or --problem TEXT "
+                         f"({PARSE_HELP})")
+    problems = unique(problems)
+    if args.limit:
+        problems = problems[: args.limit]
+    if args.budget is not None and args.budget <= 0:
+        raise UsageError("--budget must be > 0 seconds")
+
+    db = open_db(args)
+    be = make_backend(args.backend, isolate=not args.no_isolate, timeout_s=args.timeout)
+    notes: list[str] = []
+    try:
+        env = environment_of(be)
+        budget = args.budget if args.budget is not None else (3.0 if be.name == "cpu" else 10.0)
+        results = []
+        with Progress(len(problems), "tuning", enabled=None if not args.json else False) as bar:
+            for p in problems:
+                bar.update(0, p.short())
+                if db is not None and not args.force:
+                    lk = db.lookup(p, env)
+                    if lk.status == "stale":
+                        diff = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in lk.differences.items())
+                        notes.append(f"{p.short()}: stored result is stale ({diff}); tuned again")
+                r = tune_problem(p, backend=be, db=db, budget_s=budget, progress=bar,
+                                 reuse=not args.force)
+                results.append(r)
+                bar.update(1, p.short())
+        peaks_fn = getattr(be, "peaks", None)
+        peaks = peaks_fn() if callable(peaks_fn) else None
+    finally:
+        shutdown = getattr(be, "shutdown", None)
+        if callable(shutdown):
+            shutdown()
+        if db is not None:
+            db.close()
+
+    for r in results:
+        if r.degraded:
+            notes.append(f"{r.problem.short()}: the device was slowed down (GPU clock throttling, "
+                         "or other processes taking the CPU) and did not recover: nothing chosen, "
+                         "nothing stored; tune again when it is idle (CPU: "
+                         "CONVDOCTOR_CPU_MIN_SHARE=0 measures anyway)")
+        elif r.winner is None:
+            notes.append(f"{r.problem.short()}: no candidate ran correctly")
+        for s in r.candidates:
+            if s.status == "disqualified":
+                notes.append(f"{r.problem.short()}: {s.candidate.key} disqualified: {s.reason}")
+    rows = [summary_row(r, peaks) for r in results]
+    payload = {"kind": "tune", "backend": env.get("backend"), "env": env,
+               "db": None if db is None else str(db.path), "peaks": peaks, "rows": rows,
+               "results": [r.to_dict(with_samples=False) for r in results], "notes": notes}
+    lines = [f"backend: {env.get('backend')}  ({', '.join(f'{k}={v}' for k, v in env.items() if k != 'backend')})"]
+    if db is not None:
+        lines.append(f"database: {db.path}")
+    lines += ["", summary_table(results, peaks)]
+    if args.detail:
+        for r in results:
+            lines += ["", r.problem.key(), candidate_table(r)]
+    if notes:
+        lines += [""] + [f"note: {n}" for n in notes]
+    emit(args, payload, "\n".join(lines))
+    sys.stdout.flush()
+    bad = any(r.winner is None for r in results) or any(
+        s.status == "disqualified" for r in results for s in r.candidates)
+    return 1 if bad else 0
