@@ -247,3 +247,18 @@ def test_package_imports_no_torch_or_cudnn() -> None:
 
 
 _ = types  # keep import for fakes readability
+
+
+def test_heuristic_child_worker_spec_resolves() -> None:
+    """The child worker spec names a real callable; without a GPU it fails with a clear message."""
+    import importlib
+
+    from convdoctor.errors import ConvdoctorError
+    from convdoctor.tune.worker import WorkerBackend
+
+    mod, _, attr = "convdoctor.tune.gpu.backend:in_process_backend".partition(":")
+    assert callable(getattr(importlib.import_module(mod), attr))
+    if torch.cuda.is_available():
+        pytest.skip("GPU present: covered by the gpu tests")
+    with pytest.raises(ConvdoctorError, match="did not start.*CUDA"):
+        WorkerBackend("convdoctor.tune.gpu.backend:in_process_backend", startup_timeout_s=60)
