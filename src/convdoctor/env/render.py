@@ -78,7 +78,7 @@ def summary(report: Report) -> str:
 def render(report: Report) -> str:
     body = report.render()
     n_err, n_warn = len(report.errors), len(report.warnings)
+    n_info = len(report.findings) - n_err - n_warn
     head = summary(report)
-    verdict = ("OK: nothing found that stops cuDNN convolutions" if not report.findings or (not n_err and not n_warn)
-               else f"{n_err} error(s), {n_warn} warning(s)")
+    verdict = f"{n_err} error(s), {n_warn} warning(s), {n_info} info"
     return f"{head}\n\nfindings: {verdict}\n{body}" if body else f"{head}\n\nfindings: {verdict}"
