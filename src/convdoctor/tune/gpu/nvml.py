@@ -85,18 +85,21 @@ class NvmlClock:
             if uuid is not None:
                 text = str(uuid)
                 text = text if text.startswith("GPU-") else "GPU-" + text
-                try:
-                    return nv.nvmlDeviceGetHandleByUUID(text)
-                except Exception:  # noqa: BLE001
-                    pass
+                for arg in (text, text.encode()):  # older bindings want bytes
+                    try:
+                        return nv.nvmlDeviceGetHandleByUUID(arg)
+                    except Exception:  # noqa: BLE001
+                        pass
             bus = getattr(props, "pci_bus_id", None)
             dom = getattr(props, "pci_domain_id", 0) or 0
             devid = getattr(props, "pci_device_id", None)
             if bus is not None and devid is not None:
-                try:
-                    return nv.nvmlDeviceGetHandleByPciBusId(f"{dom:08x}:{bus:02x}:{devid:02x}.0")
-                except Exception:  # noqa: BLE001
-                    pass
+                bus_id = f"{dom:08x}:{bus:02x}:{devid:02x}.0"
+                for arg in (bus_id, bus_id.encode()):
+                    try:
+                        return nv.nvmlDeviceGetHandleByPciBusId(arg)
+                    except Exception:  # noqa: BLE001
+                        pass
         except Exception:  # noqa: BLE001
             dev = device or 0
         return nv.nvmlDeviceGetHandleByIndex(int(device or 0))
