@@ -64,11 +64,12 @@ def gen_case(rng: random.Random) -> dict[str, Any]:
     if not transposed and not isinstance(padding, str) and rng.random() < 0.12:
         padding_mode = rng.choice(("reflect", "replicate", "circular"))
     channels_last = len(x_shape) in (4, 5) and rng.random() < 0.2
+    w_on_cpu = rng.random() < 0.03 and padding_mode == "zeros"  # GPU fuzzing only: weight on the CPU
     return {"nsp": nsp, "transposed": transposed, "x_shape": x_shape, "w_shape": w_shape,
             "stride": stride, "padding": padding, "dilation": dilation, "groups": groups,
             "output_padding": output_padding, "dtype": dtype, "weight_dtype": wdtype,
             "bias": bias, "bias_len": max(bias_len, 0), "bias_dtype": bias_dtype,
-            "padding_mode": padding_mode, "channels_last": channels_last}
+            "padding_mode": padding_mode, "channels_last": channels_last, "w_on_cpu": w_on_cpu}
 
 
 def _tensor(shape: list[int], dtype_name: str, device: str) -> Any:
@@ -94,7 +95,8 @@ def run_torch(case: dict[str, Any], device: str = "cpu") -> tuple[bool, str]:
 
     try:
         x = _tensor(case["x_shape"], case["dtype"], device)
-        w = _tensor(case["w_shape"], case["weight_dtype"], device)
+        w_dev = "cpu" if case.get("w_on_cpu") else device
+        w = _tensor(case["w_shape"], case["weight_dtype"], w_dev)
         b = _tensor([case["bias_len"]], case["bias_dtype"], device) if case["bias"] else None
         if case["channels_last"]:
             fmt = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
@@ -106,6 +108,8 @@ def run_torch(case: dict[str, Any], device: str = "cpu") -> tuple[bool, str]:
     try:
         if case["padding_mode"] != "zeros":
             mod = _module(case, device, w, b)
+            if case.get("w_on_cpu") and device != "cpu":
+                mod = mod.cpu()
             y = mod(x)
         elif case["transposed"]:
             y = _functional(case)(x, w, b, stride=case["stride"], padding=case["padding"],
@@ -172,7 +176,8 @@ def run_checker(case: dict[str, Any], device: str = "cpu") -> tuple[bool, list[s
                          output_padding=case["output_padding"],
                          bias_shape=[case["bias_len"]] if case["bias"] else None,
                          bias_dtype=case["bias_dtype"],
-                         memory_format="channels_last" if case["channels_last"] else "contiguous")
+                         memory_format="channels_last" if case["channels_last"] else "contiguous",
+                         weight_device="cpu" if case.get("w_on_cpu") and device != "cpu" else None)
     return rep.ok, [f.id for f in rep.errors]
 
 
