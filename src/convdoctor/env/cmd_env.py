@@ -29,7 +29,8 @@ def run_diagnosis(args: argparse.Namespace, *, smoke: bool | None) -> int:
     from .system import System
 
     system = System(subprocess_ok=not getattr(args, "no_subprocess", False))
-    report = diagnose(smoke=smoke, system=system, run_conv=not getattr(args, "no_conv", False))
+    report = diagnose(smoke=smoke, system=system, run_conv=not getattr(args, "no_conv", False),
+                      progress=None if not getattr(args, "json", False) else False)
     emit(args, report.to_dict(), render(report))
     return report.exit_code
 

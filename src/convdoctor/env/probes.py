@@ -484,7 +484,8 @@ def probe_jax(ctx: ProbeContext) -> Fact:
 
 
 
-def run_probes(system: System, *, run_conv: bool = True, probes: tuple[tuple[str, Probe], ...] | None = None) -> dict[str, Fact]:
+def run_probes(system: System, *, run_conv: bool = True, probes: tuple[tuple[str, Probe], ...] | None = None,
+               on_probe: Callable[[str], None] | None = None) -> dict[str, Fact]:
     """Run every probe in order; child processes that do not depend on other facts start at once."""
     with ThreadPoolExecutor(max_workers=6) as pool:
         ctx = ProbeContext(system=system, run_conv=run_conv, pool=pool)
@@ -499,6 +500,8 @@ def run_probes(system: System, *, run_conv: bool = True, probes: tuple[tuple[str
                 f = Fact(name)
                 f.problem(name, f"probe failed: {type(exc).__name__}: {exc}")
                 ctx.facts[name] = f
+            if on_probe is not None:
+                on_probe(name)
         for fut in ctx.pending.values():
             fut.cancel()
     return ctx.facts
