@@ -1,0 +1,144 @@
+"""validate(model): a runtime guard that checks each convolution's real inputs before dispatch.
+
+Forward pre-hooks on every Conv/ConvTranspose module build a ConvCall from the real input and the
+module's weight (shapes, dtypes, devices, memory format: no data is read) and run the error rules of
+the device the tensors are on. A bad call raises `ConvConfigError` naming the layer, the problem and
+the fix, instead of a cuDNN status code deep inside the library. Verdicts are cached per module and
+input signature, so steady-state cost is one dict lookup per convolution. Functional convolutions
+(F.conv2d called directly) are not hooked; use `check_model` for those.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from ..errors import ConvdoctorError
+from ..report import Finding, render_findings
+from .checker import check_call, rules
+from .trace import ConvCall, dtype_name, memory_format_of
+
+_ATTR = "_convdoctor_validate_handles"
+
+
+class ConvConfigError(ConvdoctorError, RuntimeError):
+    """A convolution PyTorch/cuDNN would reject: `.layer`, `.findings` (each with id, message, fix)."""
+
+    def __init__(self, layer: str, findings: list[Finding]) -> None:
+        self.layer = layer
+        self.findings = findings
+        first = findings[0]
+        super().__init__(f"convolution {layer!r}: {first.id}: {first.title}\n"
+                         + render_findings(findings))
+
+
+def _call_for(name: str, mod: Any, x: Any) -> ConvCall:
+    import torch
+
+    w = mod.weight
+    nsp = w.dim() - 2
+    padding_mode = getattr(mod, "padding_mode", "zeros")
+    transposed = bool(getattr(mod, "transposed", False))
+    xs = tuple(int(s) for s in x.shape)
+    unbatched = len(xs) == w.dim() - 1
+    if unbatched:
+        xs = (1, *xs)
+    pad_attr = mod.padding
+    padding_str = pad_attr if isinstance(pad_attr, str) else None
+    padding = tuple(pad_attr) if not isinstance(pad_attr, str) else (0,) * nsp
+    if padding_str == "same":
+        total = [d * (k - 1) for d, k in zip(mod.dilation, w.shape[2:], strict=False)]
+        padding = tuple(t // 2 for t in total)
+        xs = xs[:2] + tuple(s + t % 2 for s, t in zip(xs[2:], total, strict=False))
+    if padding_mode != "zeros" and padding_str is None and len(xs) == w.dim():
+        xs = xs[:2] + tuple(s + 2 * p for s, p in zip(xs[2:], padding, strict=False))
+        padding = (0,) * nsp
+    b = mod.bias
+    from .shapes import output_shape
+
+    y: tuple[int, ...] = ()
+    if len(xs) == w.dim():
+        y = output_shape(xs, tuple(w.shape), stride=tuple(mod.stride), padding=padding,
+                         dilation=tuple(mod.dilation), groups=mod.groups, transposed=transposed,
+                         output_padding=tuple(mod.output_padding))
+    return ConvCall(
+        layer=name, op=("conv_transpose" if transposed else "conv") + f"{nsp}d", transposed=transposed,
+        x_shape=xs, w_shape=tuple(int(s) for s in w.shape), y_shape=y, bias=b is not None,
+        stride=tuple(mod.stride), padding=padding, dilation=tuple(mod.dilation),
+        output_padding=tuple(mod.output_padding), groups=int(mod.groups), padding_mode=padding_mode,
+        dtype=dtype_name(x.dtype), weight_dtype=dtype_name(w.dtype),
+        memory_format=memory_format_of(x, w) if isinstance(x, torch.Tensor) else "contiguous",
+        padding_str=padding_str, unbatched=unbatched,
+        bias_shape=None if b is None else tuple(int(s) for s in b.shape),
+        bias_dtype=None if b is None else dtype_name(b.dtype),
+        x_device=str(x.device), w_device=str(w.device))
+
+
+def validate(model: Any, *, performance: bool = False, max_shapes: int | None = None) -> Any:
+    """Install the guard on every convolution module of `model` (in place) and return the model.
+
+    `performance=True` also emits the warnings (channels_last, tensor-core alignment, ...) once per
+    layer and shape as Python warnings. With torch.backends.cudnn.benchmark on, a warning is emitted
+    when one layer sees more than `max_shapes` distinct input shapes (each costs a new benchmark).
+    `unvalidate(model)` removes the guard.
+    """
+    import torch
+
+    unvalidate(model)
+    limit = max_shapes or rules()["benchmark"]["distinct_shapes_warn"]
+    per_ms = rules()["benchmark"]["first_call_ms_per_shape"]
+    handles = []
+    cudnn_version: list[int | None] = []
+
+    def make_hook(name: str) -> Any:
+        cache: dict[tuple[Any, ...], list[Finding] | None] = {}
+
+        def hook(mod: Any, args: tuple[Any, ...]) -> None:
+            if not args or not isinstance(args[0], torch.Tensor):
+                return
+            x = args[0]
+            w = mod.weight
+            key = (tuple(x.shape), x.dtype, x.device, w.dtype, w.device, tuple(w.shape),
+                   x.is_contiguous(), None if mod.bias is None else mod.bias.dtype)
+            hit = cache.get(key, False)
+            if hit is False:
+                device = "cuda" if x.device.type == "cuda" else "cpu"
+                if device == "cuda" and not cudnn_version:
+                    try:
+                        cudnn_version.append(torch.backends.cudnn.version())
+                    except Exception:  # noqa: BLE001
+                        cudnn_version.append(None)
+                call = _call_for(name, mod, x)
+                fs = check_call(call, device=device, performance=performance,
+                                cudnn_version=cudnn_version[0] if cudnn_version else None)
+                errors = [f for f in fs if f.severity == "error"]
+                hit = errors or None
+                cache[key] = hit
+                for f in fs:
+                    if f.severity == "warning":
+                        warnings.warn(f"convdoctor: {name}: {f.id}: {f.title}. fix: {f.fix}", stacklevel=3)
+                if (device == "cuda" and torch.backends.cudnn.benchmark
+                        and sum(1 for k in cache if k[2].type == "cuda") == limit + 1):
+                    warnings.warn(
+                        f"convdoctor: {name} has seen {limit + 1} distinct input shapes with "
+                        f"torch.backends.cudnn.benchmark=True; each new shape is benchmarked again "
+                        f"(~{per_ms} ms per shape and layer measured on an H100). Pad or bucket input "
+                        "sizes, or turn benchmark off for dynamic shapes.", stacklevel=3)
+            if hit:
+                raise ConvConfigError(name, hit)
+
+        return hook
+
+    for name, mod in model.named_modules():
+        if isinstance(mod, torch.nn.modules.conv._ConvNd):
+            handles.append(mod.register_forward_pre_hook(make_hook(name or type(mod).__name__)))
+    object.__setattr__(model, _ATTR, handles)
+    return model
+
+
+def unvalidate(model: Any) -> Any:
+    for h in getattr(model, _ATTR, []) or []:
+        h.remove()
+    if hasattr(model, _ATTR):
+        object.__delattr__(model, _ATTR)
+    return model
