@@ -145,7 +145,9 @@ class System:
                 try:
                     res.lines.append(json.loads(line))
                 except ValueError:
-                    continue
+                    continue  # a library printed a banner on stdout: skip it
+            if res.lines and isinstance(res.lines[-1], dict) and script != "libinfo":
+                res.data = res.lines[-1]
         if res.returncode and res.returncode < 0:
             res.error = f"killed by signal {-res.returncode}"
         elif res.data is None and not res.lines:
