@@ -436,6 +436,7 @@ def tune_problem(problem: ConvProblem, *, backend: str | Backend = "auto", db: A
 
     cfg = replace(config) if config is not None else HarnessConfig()
     cfg.budget_s = budget_s
+    cfg.warmup_cap_s = min(cfg.warmup_cap_s, max(0.2, budget_s / 2.0))
 
     def note(text: str) -> None:
         if progress is not None:

@@ -1,0 +1,110 @@
+"""`convdoctor db list|export|import|prune`: look after the tuning database, share it across machines."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+from typing import Any
+
+from ..errors import UsageError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", default=None, help="database file (default: CONVDOCTOR_DB or the user "
+                   "cache dir)")
+    sub = p.add_subparsers(dest="db_command", metavar="ACTION")
+    ls = sub.add_parser("list", help="list stored results")
+    ls.add_argument("--problem", default=None, help="only problems whose key contains this text")
+    ls.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                    help="print machine-readable JSON")
+    ls.add_argument("--check-stale", action="store_true",
+                    help="compare with this machine's environment (starts the tuning backend)")
+    ls.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"])
+    ex = sub.add_parser("export", help="write every result (full statistics) to a JSON file")
+    ex.add_argument("path")
+    ex.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                    help="print machine-readable JSON")
+    im = sub.add_parser("import", help="merge a file written by `db export` (newer wins)")
+    im.add_argument("path")
+    im.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                    help="print machine-readable JSON")
+    pr = sub.add_parser("prune", help="delete stale or old results")
+    pr.add_argument("--older-than", type=float, default=None, metavar="DAYS",
+                    help="delete results older than DAYS")
+    pr.add_argument("--stale", action="store_true", help="delete results of this device whose "
+                    "versions differ from this machine's (starts the tuning backend)")
+    pr.add_argument("--other-devices", action="store_true",
+                    help="delete results of other devices (starts the tuning backend)")
+    pr.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"])
+    pr.add_argument("--dry-run", action="store_true", help="only count what would be deleted")
+    pr.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                    help="print machine-readable JSON")
+
+
+def _env(backend: str) -> dict[str, str]:
+    from ..tune.harness import environment_of
+    from ..tune.worker import WorkerBackend
+
+    with WorkerBackend(backend) as be:
+        return environment_of(be)
+
+
+def _when(ts: float) -> str:
+    return _dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..cli import emit
+    from . import TuningDB
+
+    action = getattr(args, "db_command", None)
+    if not action:
+        raise UsageError("say what to do: convdoctor db list|export PATH|import PATH|prune ...")
+    db = TuningDB(args.db)
+    try:
+        if action == "list":
+            env = _env(args.backend) if args.check_stale else None
+            recs = db.list(env, problem_contains=args.problem)
+            payload: dict[str, Any] = {"kind": "db-list", "db": str(db.path), "count": len(recs),
+                                       "records": [r.to_dict() for r in recs]}
+            lines = [f"database: {db.path} ({len(recs)} results)"]
+            from ..tune.render import fmt_time, table
+
+            rows = []
+            for r in recs:
+                dev = r.device.get("gpu_name") or r.device.get("cpu") or r.backend
+                state = "" if r.stale is None else ("STALE" if r.stale else "valid")
+                rows.append([r.problem_key, dev, r.winner or "-", fmt_time(r.winner_time_s),
+                             _when(r.created), state])
+            if rows:
+                lines.append(table(rows, ["problem", "device", "winner", "time", "tuned",
+                                          "state"]))
+            emit(args, payload, "\n".join(lines))
+            return 0
+        if action == "export":
+            n = db.export(args.path)
+            emit(args, {"kind": "db-export", "db": str(db.path), "path": args.path, "count": n},
+                 f"exported {n} results from {db.path} to {args.path}")
+            return 0
+        if action == "import":
+            counts = db.import_(args.path)
+            emit(args, {"kind": "db-import", "db": str(db.path), "path": args.path, **counts},
+                 f"imported {args.path} into {db.path}: {counts['added']} added, "
+                 f"{counts['replaced']} replaced, {counts['kept']} kept (ours newer), "
+                 f"{counts['invalid']} invalid")
+            return 1 if counts["invalid"] else 0
+        if action == "prune":
+            if not (args.stale or args.other_devices or args.older_than is not None):
+                raise UsageError("say what to prune: --stale, --other-devices and/or "
+                                 "--older-than DAYS")
+            env = _env(args.backend) if (args.stale or args.other_devices) else None
+            n = db.prune(env, stale=args.stale, other_devices=args.other_devices,
+                         older_than_days=args.older_than, dry_run=args.dry_run)
+            verb = "would delete" if args.dry_run else "deleted"
+            emit(args, {"kind": "db-prune", "db": str(db.path), "deleted": 0 if args.dry_run
+                        else n, "matched": n, "dry_run": args.dry_run},
+                 f"{verb} {n} results from {db.path}")
+            return 0
+        raise UsageError(f"unknown db action {action!r}")
+    finally:
+        db.close()

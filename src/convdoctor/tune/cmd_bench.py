@@ -1,0 +1,305 @@
+"""`convdoctor bench SUITE`: PyTorch heuristics vs PyTorch benchmark=True vs convdoctor, in one run.
+
+Every arm runs in fresh worker processes and every time is measured by the same harness (warm-up,
+round-robin, median with CI), so the ratios compare choices, not timing methods:
+- PyTorch: `--pytorch-runs` fresh processes; in each, the heuristic path and the benchmark=True
+  choice (on the CPU: PyTorch's default path, and the pick of a one-sample screen over the CPU
+  candidates, which is what benchmark=True does) are timed.
+- convdoctor: `--tune-runs` fresh processes, each tuning every problem from scratch (no database),
+  to measure speed, stability (do two runs choose within 3%?) and tuning cost.
+- referee: one more fresh process times every path chosen above side by side (round-robin, paired
+  rounds); the speed ratios and the stability come from it, never from times taken in different
+  processes (on a shared machine those differ by more than the effects measured).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+from typing import Any
+
+from ..errors import UsageError
+from ..problem import ConvProblem
+from .backend import Candidate, ClockReading
+
+CONFIGS = {
+    "fp32-nchw": ("float32", "nchw", "tf32"),
+    "fp32-nchw-strict": ("float32", "nchw", "strict"),
+    "fp32-nhwc": ("float32", "nhwc", "tf32"),
+    "fp16-nhwc": ("float16", "nhwc", "tf32"),
+    "fp16-nchw": ("float16", "nchw", "tf32"),
+    "bf16-nhwc": ("bfloat16", "nhwc", "tf32"),
+}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("suite", help="a built-in suite name (cnn-layers) or a suite JSON file")
+    p.add_argument("--config", default="fp32-nchw", choices=sorted(CONFIGS),
+                   help="dtype, layout and math mode applied to the suite (default fp32-nchw, "
+                   "TF32 allowed)")
+    p.add_argument("--direction", default="fprop", choices=["fprop", "dgrad", "wgrad"])
+    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--limit", type=int, default=None,
+                   help="run N problems spread over the suite (default: all on a GPU, 4 on CPU)")
+    p.add_argument("--batch", type=int, default=None,
+                   help="override every problem's batch size (default: the suite's on a GPU, 1 "
+                   "on CPU)")
+    p.add_argument("--budget", type=float, default=None, metavar="S",
+                   help="sampling cap per problem and run (default 5 GPU, 1 CPU)")
+    p.add_argument("--pytorch-runs", type=int, default=2, help="fresh PyTorch processes")
+    p.add_argument("--tune-runs", type=int, default=2, help="fresh convdoctor processes")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="S")
+
+
+class _Restricted:
+    """A backend that offers only some candidates (the PyTorch arm times just PyTorch's paths)."""
+
+    def __init__(self, inner: Any, keys: set[str]) -> None:
+        self.inner = inner
+        self.keys = keys
+        self.name = inner.name
+
+    def environment(self) -> dict[str, str]:
+        return dict(self.inner.environment())
+
+    def candidates(self, problem: ConvProblem) -> list[Candidate]:
+        return [c for c in self.inner.candidates(problem) if c.key in self.keys]
+
+    def prepare(self, problem: ConvProblem, candidate: Candidate) -> Any:
+        return self.inner.prepare(problem, candidate)
+
+    def clock(self) -> ClockReading | None:
+        return self.inner.clock()
+
+
+def _geomean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def _pytorch_arm(problems: list[ConvProblem], spec: str, budget: float, timeout: float,
+                 bar: Any) -> dict[str, Any]:
+    """One fresh process: PyTorch's heuristic and benchmark=True choices, timed by the harness."""
+    from .harness import Harness, HarnessConfig, one_sample_select
+    from .worker import WorkerBackend
+
+    out: dict[str, Any] = {}
+    with WorkerBackend(spec, timeout_s=timeout) as be:
+        cpu = be.name == "cpu"
+        env = be.environment()
+        for p in problems:
+            t0 = time.monotonic()
+            if cpu:
+                pick = one_sample_select(p, be)       # what benchmark=True does, on CPU paths
+                bench_key = pick.key if pick else None
+                keys = {"cpu:mkldnn-on"} | ({bench_key} if bench_key else set())
+            else:
+                bench_key = "torch:benchmark"
+                keys = {"torch:heuristic", "torch:benchmark"}
+            select_s = time.monotonic() - t0
+            cfg = HarnessConfig(budget_s=budget, keep_keys=tuple(keys))
+            r = Harness(_Restricted(be, keys), cfg).run(p, env)
+            heur = r.stats_for("cpu:mkldnn-on" if cpu else "torch:heuristic")
+            bench = r.stats_for(bench_key) if bench_key else None
+            out[p.key()] = {
+                "heuristic_s": heur.median_s if heur and heur.status == "ok" else None,
+                "benchmark_s": bench.median_s if bench and bench.status == "ok" else None,
+                "benchmark_pick": bench_key if cpu else "torch:benchmark",
+                # GPU: benchmark=True searches on the first call; CPU: the one-sample screen.
+                "benchmark_cost_s": select_s if cpu else (bench.first_run_s if bench else None),
+            }
+            bar.update(1, "pytorch " + p.short())
+    return out
+
+
+def _tune_arm(problems: list[ConvProblem], spec: str, budget: float, timeout: float,
+              bar: Any) -> dict[str, Any]:
+    from .harness import tune_problem
+    from .worker import WorkerBackend
+
+    out: dict[str, Any] = {}
+    with WorkerBackend(spec, timeout_s=timeout) as be:
+        t_start = time.monotonic()
+        for p in problems:
+            r = tune_problem(p, backend=be, db=None, budget_s=budget, progress=bar, reuse=False)
+            measured = {s.candidate.key: s.median_s for s in r.candidates
+                        if s.status == "ok" and s.median_s}
+            out[p.key()] = {"winner": r.winner.key if r.winner else None,
+                            "tuned_s": r.winner_time_s, "tuning_s": r.tuning_s,
+                            "degraded": r.degraded, "measured": measured}
+            bar.update(1, "tune " + p.short())
+        out["_process_s"] = time.monotonic() - t_start
+    return out
+
+
+def _referee_arm(problems: list[ConvProblem], keys_for: dict[str, list[str]], spec: str,
+                 budget: float, timeout: float, bar: Any) -> dict[str, dict[str, float]]:
+    """One more fresh process times every path chosen above side by side (round-robin, paired
+    rounds), so the ratios do not mix measurements from different processes."""
+    from .harness import Harness, HarnessConfig
+    from .worker import WorkerBackend
+
+    out: dict[str, dict[str, float]] = {}
+    with WorkerBackend(spec, timeout_s=timeout) as be:
+        env = be.environment()
+        for p in problems:
+            keys = set(keys_for.get(p.key(), []))
+            cfg = HarnessConfig(budget_s=budget, keep_keys=tuple(keys), max_finalists=len(keys))
+            r = Harness(_Restricted(be, keys), cfg).run(p, env)
+            out[p.key()] = {s.candidate.key: s.median_s for s in r.candidates
+                            if s.status == "ok" and s.median_s}
+            bar.update(1, "referee " + p.short())
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..cli import emit
+    from ..progress import Progress
+    from .render import fmt_time, table
+    from .suites import load_suite
+    from .worker import WorkerBackend
+
+    suite = load_suite(args.suite)
+    dtype, layout, math_mode = CONFIGS[args.config]
+    with WorkerBackend(args.backend, timeout_s=args.timeout) as probe:
+        backend_name = probe.name
+        env = probe.environment()
+    cpu = backend_name == "cpu"
+    limit = args.limit if args.limit is not None else (4 if cpu else None)
+    batch = args.batch if args.batch is not None else (1 if cpu else None)
+    budget = args.budget if args.budget is not None else (1.0 if cpu else 5.0)
+    if limit is not None and limit < 1:
+        raise UsageError("--limit must be >= 1")
+    if args.pytorch_runs < 1 or args.tune_runs < 1:
+        raise UsageError("--pytorch-runs and --tune-runs must be >= 1")
+    entries = suite.spread(limit)
+    problems = [e.problem(direction=args.direction, dtype=dtype, layout=layout, math=math_mode,
+                          batch=batch) for e in entries]
+    spec = backend_name
+    total = len(problems) * (args.pytorch_runs + args.tune_runs + 1)
+    t0 = time.monotonic()
+    with Progress(total, "bench", enabled=None if not args.json else False) as bar:
+        torch_runs = [_pytorch_arm(problems, spec, budget, args.timeout, bar)
+                      for _ in range(args.pytorch_runs)]
+        tune_runs = [_tune_arm(problems, spec, budget, args.timeout, bar)
+                     for _ in range(args.tune_runs)]
+        heur_key = "cpu:mkldnn-on" if cpu else "torch:heuristic"
+        keys_for: dict[str, list[str]] = {}
+        for p in problems:
+            k = p.key()
+            ks = [heur_key] + [r[k]["benchmark_pick"] for r in torch_runs if r[k]["benchmark_pick"]]
+            ks += [r[k]["winner"] for r in tune_runs if r[k]["winner"]]
+            keys_for[k] = sorted(set(ks))
+        referee = _referee_arm(problems, keys_for, spec, budget, args.timeout, bar)
+    wall = time.monotonic() - t0
+
+    rows: list[dict[str, Any]] = []
+    for e, p in zip(entries, problems, strict=True):
+        k = p.key()
+        heur = [r[k]["heuristic_s"] for r in torch_runs if r[k]["heuristic_s"]]
+        bench = [r[k]["benchmark_s"] for r in torch_runs if r[k]["benchmark_s"]]
+        ref = referee.get(k, {})
+        winners = [r[k]["winner"] for r in tune_runs]
+        picks = [r[k]["benchmark_pick"] for r in torch_runs]
+        h = ref.get(heur_key)
+        # benchmark=True: the median of its (fresh-process) picks, timed by the referee.
+        bt = [ref[x] for x in picks if x in ref]
+        b = statistics.median(bt) if bt else None
+        t = ref.get(winners[0]) if winners and winners[0] else None
+        best_torch = min(x for x in (h, b) if x) if (h or b) else None
+        stab = None
+        if len(winners) >= 2 and winners[0] and winners[-1]:
+            w1, w2 = winners[0], winners[-1]
+            if w1 == w2:
+                stab = 0.0
+            elif w1 in ref and w2 in ref:
+                stab = abs(ref[w1] - ref[w2]) / min(ref[w1], ref[w2])
+        # Do fresh benchmark=True processes choose alike? CPU: the picks timed side by side by
+        # the referee; GPU (the pick is inside cuDNN): each process's own timing of its pick.
+        spread_src = bt if cpu else bench
+        bench_spread = ((max(spread_src) - min(spread_src)) / min(spread_src)
+                        if len(spread_src) >= 2 else None)
+        rows.append({
+            "group": e.group, "name": e.name, "problem": p.short(), "problem_key": k,
+            "heuristic_s": h, "benchmark_s": b, "tuned_s": t, "referee_s": ref,
+            "benchmark_picks": picks, "winners": winners,
+            "arm_heuristic_s": heur, "arm_benchmark_s": bench,
+            "arm_tuned_s": [r[k]["tuned_s"] for r in tune_runs],
+            "speedup_vs_heuristic": (h / t) if h and t else None,
+            "speedup_vs_benchmark": (b / t) if b and t else None,
+            "speedup_vs_best": (best_torch / t) if best_torch and t else None,
+            "stability": stab, "benchmark_spread": bench_spread,
+            "tuning_s": [r[k]["tuning_s"] for r in tune_runs],
+            "benchmark_cost_s": [r[k]["benchmark_cost_s"] for r in torch_runs],
+            "degraded": any(r[k]["degraded"] for r in tune_runs),
+        })
+
+    vs_best = [r["speedup_vs_best"] for r in rows if r["speedup_vs_best"]]
+    vs_bench = [r["speedup_vs_benchmark"] for r in rows if r["speedup_vs_benchmark"]]
+    stabs = [r["stability"] for r in rows if r["stability"] is not None]
+    spreads = [r["benchmark_spread"] for r in rows if r["benchmark_spread"] is not None]
+    summary = {
+        "problems": len(rows),
+        "geomean_speedup_vs_benchmark": _geomean(vs_bench),
+        "geomean_speedup_vs_heuristic": _geomean([r["speedup_vs_heuristic"] for r in rows
+                                                  if r["speedup_vs_heuristic"]]),
+        "geomean_speedup_vs_best_pytorch": _geomean(vs_best),
+        "share_at_1_10x_vs_benchmark": (sum(1 for x in vs_bench if x >= 1.10) / len(vs_bench)
+                                        if vs_bench else None),
+        "worst_vs_best_pytorch": min(vs_best) if vs_best else None,
+        "slower_than_best_pytorch_by_2pct": sum(1 for x in vs_best if x < 1 / 1.02),
+        "stable_within_3pct": (sum(1 for s in stabs if s <= 0.03) / len(stabs)) if stabs else None,
+        "benchmark_runs_disagree_over_5pct": (sum(1 for s in spreads if s > 0.05) / len(spreads)
+                                              if spreads else None),
+        "tuning_s_per_problem": statistics.median(
+            [x for r in rows for x in r["tuning_s"] if x]) if rows else None,
+        "tuning_s_total_per_run": [r.get("_process_s") for r in tune_runs],
+        "pytorch_benchmark_cost_s_per_problem": statistics.median(
+            [x for r in rows for x in r["benchmark_cost_s"] if x]) if any(
+            x for r in rows for x in r["benchmark_cost_s"]) else None,
+        "degraded_problems": sum(1 for r in rows if r["degraded"]),
+        "wall_s": wall,
+    }
+    payload = {"kind": "bench", "suite": suite.name, "config": args.config,
+               "direction": args.direction, "backend": backend_name, "env": env,
+               "batch_override": batch, "budget_s": budget, "pytorch_runs": args.pytorch_runs,
+               "tune_runs": args.tune_runs, "summary": summary, "rows": rows}
+
+    hl = "PyTorch default" if cpu else "heuristic"
+    bl = "one-sample pick" if cpu else "benchmark=True"
+    trows = []
+    for r in rows:
+        sp = r["speedup_vs_best"]
+        st = r["stability"]
+        trows.append([r["problem"], fmt_time(r["heuristic_s"]), fmt_time(r["benchmark_s"]),
+                      fmt_time(r["tuned_s"]), "-" if sp is None else f"{sp:.2f}x",
+                      "-" if st is None else f"{st * 100:.1f}%", (r["winners"][0] or "-")])
+    s = summary
+
+    def f(x: Any, pat: str = "{:.3f}") -> str:
+        return "-" if x is None else pat.format(x)
+
+    lines = [f"suite {suite.name}: {len(rows)} problems, {args.direction} {args.config}, backend "
+             f"{backend_name}" + (f", batch {batch}" if batch else "") +
+             f"; {args.pytorch_runs} PyTorch and {args.tune_runs} convdoctor fresh processes",
+             "", table(trows, ["problem", hl, bl, "convdoctor", "vs best PyTorch", "run-to-run",
+                              "chosen"]), "",
+             f"geomean speedup: {f(s['geomean_speedup_vs_benchmark'])}x vs {bl}, "
+             f"{f(s['geomean_speedup_vs_heuristic'])}x vs {hl}, "
+             f"{f(s['geomean_speedup_vs_best_pytorch'])}x vs the faster of the two",
+             f"problems >= 1.10x vs {bl}: {f(s['share_at_1_10x_vs_benchmark'], '{:.0%}')}; "
+             f"slower than the best PyTorch path by > 2%: "
+             f"{s['slower_than_best_pytorch_by_2pct']} (worst "
+             f"{f(s['worst_vs_best_pytorch'])}x)",
+             f"stability: convdoctor runs within 3% on {f(s['stable_within_3pct'], '{:.0%}')}; "
+             f"{bl} runs differ by > 5% on {f(s['benchmark_runs_disagree_over_5pct'], '{:.0%}')}",
+             f"cost: convdoctor tuning {f(s['tuning_s_per_problem'], '{:.2f}')} s per problem "
+             f"(median); {bl} {f(s['pytorch_benchmark_cost_s_per_problem'], '{:.4f}')} s; "
+             f"wall {wall:.1f} s"]
+    if s["degraded_problems"]:
+        lines.append(f"note: {s['degraded_problems']} problems were measured while the device "
+                     "was slowed down (nothing chosen there)")
+    emit(args, payload, "\n".join(lines))
+    return 0
