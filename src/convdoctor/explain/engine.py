@@ -117,23 +117,67 @@ class _Votes:
             lst.append(ev)
 
 
+FULL_LIMIT = 3000
+
+
+def by_role(pid: str) -> str:
+    for p in patterns():
+        if p.id == pid:
+            return p.role
+    return ""
+
+
 def analyze(lines: Iterable[tuple[int, str]], *, looked_at: dict[str, Any] | None = None,
-            live: LiveChecks | None = None) -> Diagnosis:
+            live: LiveChecks | None = None, full: bool | None = None) -> Diagnosis:
+    """Rank the causes for `lines` ((line number, text) pairs).
+
+    full=True tries every pattern on every line; False (large pre-filtered logs) tries failure
+    patterns on anchor lines and context patterns near the failures; None decides by size.
+    """
     t0 = time.perf_counter()
     lines = list(lines)
     votes = _Votes()
     fired: dict[str, list[Evidence]] = {}
     noise: list[Evidence] = []
     pats = patterns()
-    for lineno, text in lines:
+    if full is None:
+        full = len(lines) <= FULL_LIMIT
+    lows = [t.lower() for _, t in lines]
+    if full:
+        primary = range(len(lines))
+    else:
+        # large pre-filtered logs: failure/noise patterns on anchor lines and their next two lines
+        from .scan import ANCHORS
+
+        anchors = tuple(a.decode() for a in ANCHORS)
+        hit = [i for i, low in enumerate(lows) if any(a in low for a in anchors)]
+        primary = sorted({j for i in hit for j in (i, i + 1, i + 2) if j < len(lines)})
+
+    def match(i: int, pset: tuple) -> None:  # type: ignore[type-arg]
+        lineno, text = lines[i]
         if not text:
-            continue
-        for p in pats:
-            if p.regex.search(text):
+            return
+        low = lows[i]
+        for p in pset:
+            if p.may_match(low) and p.regex.search(text):
                 ev = Evidence(lineno, text.strip()[:500], p.id)
                 fired.setdefault(p.id, []).append(ev)
                 if p.role == "noise" and len(noise) < 50:
                     noise.append(ev)
+
+    main_pats = tuple(p for p in pats if full or p.role != "context")
+    for i in primary:
+        match(i, main_pats)
+    if not full:
+        # context patterns only near the failure lines
+        ctx_pats = tuple(p for p in pats if p.role == "context")
+        hot = sorted({ev.line for pid, evs in fired.items() for ev in evs
+                      if by_role(pid) == "failure"})
+        idx = {ln: i for i, (ln, _) in enumerate(lines)}
+        near = sorted({idx[h + d] for h in hot for d in range(-FACT_WINDOW, FACT_WINDOW + 1)
+                       if h + d in idx})
+        for i in near[:20000]:
+            match(i, ctx_pats)
     by_id = {p.id: p for p in pats}
     for pid, evs in fired.items():
         p = by_id[pid]
@@ -142,8 +186,7 @@ def analyze(lines: Iterable[tuple[int, str]], *, looked_at: dict[str, Any] | Non
             for ev in evs[:3] + evs[-2:]:
                 votes.cite(cause, ev)
 
-    text = "\n".join(t for _, t in lines)
-    f = factmod.extract(text)
+    f = factmod.extract(_fact_text(lines, fired))
     _refine(votes, f, fired)
 
     real = {c: s for c, s in votes.score.items() if s > 0 and c not in NON_FAILURE}
@@ -181,6 +224,28 @@ def analyze(lines: Iterable[tuple[int, str]], *, looked_at: dict[str, Any] | Non
     diag.decide = _decide(diag)
     looked["analysis_s"] = round(time.perf_counter() - t0, 4)
     return diag
+
+
+FACT_WINDOW = 15
+
+
+def _fact_text(lines: list[tuple[int, str]], fired: dict[str, list[Evidence]]) -> str:
+    """The text facts are parsed from: all of a small input, else the neighbourhood of fired lines."""
+    if len(lines) <= FULL_LIMIT:
+        return "\n".join(t for _, t in lines)
+    hot = sorted({ev.line for evs in fired.values() for ev in evs})
+    if not hot:
+        return ""
+    keep: list[str] = []
+    j = 0
+    for lineno, text in lines:
+        while j < len(hot) and hot[j] < lineno - FACT_WINDOW:
+            j += 1
+        if j < len(hot) and abs(hot[j] - lineno) <= FACT_WINDOW:
+            keep.append(text)
+        if len(keep) > 20000:
+            break
+    return "\n".join(keep)
 
 
 def _renormalise(diag: Diagnosis) -> None:

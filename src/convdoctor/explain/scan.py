@@ -1,8 +1,9 @@
 """Streaming pre-filter: find the few lines of a (possibly huge) log that can matter, with context.
 
-A log is read in blocks. Each block is lower-cased once and searched with `bytes.find` for a handful
-of anchor substrings (C speed, no per-line Python loop); only lines holding an anchor are kept, with
-a window of neighbouring lines. Memory is bounded: at most `head_limit` kept lines from the start and
+Inputs up to `SMALL` bytes are kept whole (every line is a candidate). Beyond that, a log is read in
+blocks; each block is lower-cased once and searched for a handful of anchor substrings with C-level
+literal searches (no per-line Python loop); only lines holding an anchor are kept, with a window of
+neighbouring lines. Memory is bounded: at most `head_limit` kept lines from the start and
 `tail_limit` from the end are stored (failures are at the end, noise at the start). Large files are
 split between two worker processes.
 """
@@ -10,18 +11,21 @@ split between two worker processes.
 from __future__ import annotations
 
 import os
+import re
 from collections import OrderedDict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-# Lower-case anchors: every failure message in the knowledge base contains at least one of them
-# (checked by tests/explain/test_explain_kb.py against every pattern example and corpus entry).
-ANCHORS: tuple[bytes, ...] = (
-    b"cud", b"rror", b"memory", b"driver", b"dnn", b"xid", b"fallen", b"exhaust", b"oom",
-    b"implemented",
-)
+# Lower-case anchors, as few as possible (each costs one pass over the log). Every failure line of
+# the knowledge base holds one of them, or sits inside the context window of a line that does:
+# Python/XLA exceptions end in "...Error", CUDA/cuDNN names and XLA's cuda_dnn.cc lines hold "cud",
+# NVML's mismatch holds "driver", TensorFlow's "DNN library is not found" holds "dnn", kernel lines
+# hold "Xid". Checked by tests/explain/test_explain_kb.py.
+ANCHORS: tuple[bytes, ...] = (b"cud", b"rror", b"driver", b"dnn", b"xid")
+_ANCHOR_RX = tuple(re.compile(re.escape(a)) for a in ANCHORS)
 BLOCK = 8 << 20          # bytes per read
+SMALL = 1 << 20          # inputs up to this size are analysed whole, without the pre-filter
 MAX_LINE = 4000          # characters kept of one line
 MAX_CARRY = 1 << 20      # a "line" longer than this is cut (binary input without newlines)
 PARALLEL_MIN = 96 << 20  # files at least this large are scanned by two processes
@@ -36,25 +40,27 @@ class ScanResult:
     dropped: int = 0            # kept lines dropped from the middle to bound memory
     nontext_bytes: int = 0      # NUL and other control bytes seen in the sampled blocks
     sampled_bytes: int = 0
+    whole: bool = False         # True when every line was kept (small input)
 
     @property
     def binary_fraction(self) -> float:
         return self.nontext_bytes / self.sampled_bytes if self.sampled_bytes else 0.0
 
 
-_CONTROL = bytes(c for c in range(32) if c not in (9, 10, 13)) + b"\x7f"
-_DELETE_TEXT = bytes(c for c in range(256) if bytes([c]) not in _CONTROL)
+_CONTROL = bytes(c for c in range(32) if c not in (9, 10, 12, 13, 27)) + b"\x7f"
 
 
 class Scanner:
-    """Incremental scanner: feed() bytes as they arrive, then result()."""
+    """Incremental scanner: feed() bytes as they arrive, then close() for the ScanResult."""
 
     def __init__(self, *, before: int = 8, after: int = 14, head_limit: int = 3000,
-                 tail_limit: int = 20000) -> None:
+                 tail_limit: int = 20000, small: int = SMALL) -> None:
         self.before = before
         self.after = after
         self.head_limit = head_limit
         self.tail_limit = tail_limit
+        self.small = small
+        self._small_buf: bytearray | None = bytearray()
         self._head: dict[int, str] = {}
         self._tail: OrderedDict[int, str] = OrderedDict()
         self._carry = b""
@@ -67,7 +73,7 @@ class Scanner:
     def _keep(self, lineno: int, text: str) -> None:
         if lineno in self._head or lineno in self._tail:
             return
-        if len(self._head) < self.head_limit and (not self._tail):
+        if len(self._head) < self.head_limit and not self._tail:
             self._head[lineno] = text
             return
         self._tail[lineno] = text
@@ -75,7 +81,7 @@ class Scanner:
             self._tail.popitem(last=False)
             self.res.dropped += 1
 
-    # -- scanning ------------------------------------------------------------------------------
+    # -- feeding -------------------------------------------------------------------------------
     def feed(self, data: bytes) -> None:
         if not data:
             return
@@ -83,50 +89,68 @@ class Scanner:
         if self.res.sampled_bytes < (4 << 20):
             sample = data[: 1 << 16]
             self.res.sampled_bytes += len(sample)
-            self.res.nontext_bytes += len(sample.translate(None, _DELETE_TEXT))
-        buf = self._carry + data
-        cut = buf.rfind(b"\n")
-        if cut == -1:
-            if len(buf) > MAX_CARRY:
-                self._scan_block(buf + b"\n")
-                self._carry = b""
+            self.res.nontext_bytes += sum(sample.count(bytes([c])) for c in _CONTROL)
+        if self._small_buf is not None:
+            if len(self._small_buf) + len(data) <= self.small:
+                self._small_buf += data
             else:
-                self._carry = buf
+                self._small_buf = None
+        first = data.find(b"\n")
+        if first == -1:
+            self._carry += data
+            if len(self._carry) > MAX_CARRY:
+                blk = self._carry + b"\n"
+                self._carry = b""
+                self._scan(blk, blk.lower(), 0, len(blk))
             return
-        self._carry = buf[cut + 1:]
-        if len(self._carry) > MAX_CARRY:
-            self._scan_block(buf + b"\n")
+        if self._carry:
+            head = self._carry + data[: first + 1]
             self._carry = b""
-            return
-        self._scan_block(buf[: cut + 1])
+            self._scan(head, head.lower(), 0, len(head))
+            start = first + 1
+        else:
+            start = 0
+        last = data.rfind(b"\n")
+        if last + 1 > start:
+            self._scan(data, data.lower(), start, last + 1)
+        self._carry = data[last + 1:]
 
     def close(self) -> ScanResult:
         if self._carry:
-            self._scan_block(self._carry + b"\n")
+            blk = self._carry + b"\n"
             self._carry = b""
-        lines = sorted({**self._head, **self._tail}.items())
-        self.res.lines = lines
+            self._scan(blk, blk.lower(), 0, len(blk))
         self.res.total_lines = self._line_base
+        if self._small_buf is not None:
+            text = bytes(self._small_buf)
+            self.res.lines = [(i, _text(t)) for i, t in enumerate(text.split(b"\n"), 1)
+                              if i <= self._line_base or t]
+            self.res.whole = True
+            self._small_buf = None
+            return self.res
+        self.res.lines = sorted({**self._head, **self._tail}.items())
         return self.res
 
-    def _scan_block(self, block: bytes) -> None:
-        """`block` ends with a newline and holds whole lines."""
-        nlines = block.count(b"\n")
-        low = block.lower()
+    # -- scanning ------------------------------------------------------------------------------
+    def _scan(self, data: bytes, low: bytes, start: int, end: int) -> None:
+        """Scan data[start:end], which holds whole lines (end is just past a newline)."""
+        nlines = data.count(b"\n", start, end)
         starts: set[int] = set()
-        for anchor in ANCHORS:
-            i = low.find(anchor)
-            while i != -1:
-                s = low.rfind(b"\n", 0, i) + 1
-                e = low.find(b"\n", i)
+        for rx in _ANCHOR_RX:
+            m = rx.search(low, start, end)
+            while m is not None:
+                i = m.start()
+                s = low.rfind(b"\n", start, i) + 1
+                if s < start:
+                    s = start
                 starts.add(s)
-                i = low.find(anchor, e + 1) if e != -1 else -1
-        # context lines owed from the previous block
+                e = low.find(b"\n", i, end)
+                m = rx.search(low, e + 1, end) if e != -1 else None
         if self._pending_after:
-            pos = 0
+            pos = start
             for k in range(min(self._pending_after, nlines)):
-                e = block.find(b"\n", pos)
-                self._keep(self._line_base + k + 1, _text(block[pos:e]))
+                e = data.find(b"\n", pos, end)
+                self._keep(self._line_base + k + 1, _text(data[pos:e]))
                 pos = e + 1
             self._pending_after = max(0, self._pending_after - nlines)
         if starts:
@@ -135,36 +159,39 @@ class Scanner:
             if len(ordered) > 4000:  # pathological logs: keep windows only near the ends
                 keep_first = 200 if len(self._head) < self.head_limit and not self._tail else 0
                 ordered = ordered[:keep_first] + ordered[-3000:]
-            counted_to, line_at = 0, 0
+            counted_to, line_at = start, 0
             for s in ordered:
-                line_at += block.count(b"\n", counted_to, s)
+                line_at += data.count(b"\n", counted_to, s)
                 counted_to = s
-                self._keep_window(block, s, line_at, nlines)
-        tail_lines = block[max(0, len(block) - 64 * 1024):].split(b"\n")[-self.before - 1:-1]
+                self._keep_window(data, start, end, s, line_at, nlines)
+        tail_from = max(start, end - 64 * 1024)
+        tail_lines = data[tail_from:end].split(b"\n")[-self.before - 1:-1]
         self._prev_tail.extend(_text(t) for t in tail_lines)
         self._line_base += nlines
 
-    def _keep_window(self, block: bytes, start: int, idx: int, nlines: int) -> None:
+    def _keep_window(self, data: bytes, start: int, end: int, s: int, idx: int, nlines: int) -> None:
         lineno = self._line_base + idx + 1
-        pos, k = start, 1
+        pos, k = s, 1
         while k <= self.before:
-            if pos == 0:  # the rest of the window is in the previous block
+            if pos <= start:  # the rest of the window is in the previous block
                 prev = list(self._prev_tail)[-(self.before - k + 1):]
                 n = len(prev)
                 for j, text in enumerate(prev):
                     self._keep(lineno - k - (n - 1 - j), text)
                 break
-            p = block.rfind(b"\n", 0, pos - 1) + 1
-            self._keep(lineno - k, _text(block[p:pos - 1]))
+            p = data.rfind(b"\n", start, pos - 1) + 1
+            if p < start:
+                p = start
+            self._keep(lineno - k, _text(data[p:pos - 1]))
             pos, k = p, k + 1
-        pos = start
+        pos = s
         last = self._line_base + nlines
         for k in range(self.after + 1):
             if lineno + k > last:
                 self._pending_after = max(self._pending_after, self.after - k + 1)
                 break
-            e = block.find(b"\n", pos)
-            self._keep(lineno + k, _text(block[pos:e]))
+            e = data.find(b"\n", pos, end)
+            self._keep(lineno + k, _text(data[pos:e]))
             pos = e + 1
 
 
@@ -176,19 +203,19 @@ def _text(raw: bytes) -> str:
 
 # -- entry points ------------------------------------------------------------------------------
 
-def scan_bytes(data: bytes) -> ScanResult:
-    sc = Scanner()
+def scan_bytes(data: bytes, **kw: int) -> ScanResult:
+    sc = Scanner(**kw)
     for i in range(0, len(data), BLOCK):
         sc.feed(data[i:i + BLOCK])
     return sc.close()
 
 
-def scan_text(text: str) -> ScanResult:
-    return scan_bytes(text.encode("utf-8", errors="replace"))
+def scan_text(text: str, **kw: int) -> ScanResult:
+    return scan_bytes(text.encode("utf-8", errors="replace"), **kw)
 
 
-def scan_stream(stream: BinaryIO) -> ScanResult:
-    sc = Scanner()
+def scan_stream(stream: BinaryIO, **kw: int) -> ScanResult:
+    sc = Scanner(**kw)
     while True:
         chunk = stream.read(BLOCK)
         if not chunk:
@@ -199,7 +226,7 @@ def scan_stream(stream: BinaryIO) -> ScanResult:
 
 def _scan_range(path: str, start: int, end: int) -> ScanResult:
     """Scan bytes [start, end) of `path`; start/end are already aligned to line starts."""
-    sc = Scanner()
+    sc = Scanner(small=0)
     with open(path, "rb") as fh:
         fh.seek(start)
         left = end - start
@@ -259,4 +286,3 @@ def merge(parts: Iterable[ScanResult]) -> ScanResult:
     out.total_lines = offset
     out.lines = lines
     return out
-
