@@ -85,7 +85,7 @@ def problems(draw: st.DrawFn) -> ConvProblem:
         deterministic=draw(st.booleans()))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(problems())
 def test_key_round_trips_and_is_canonical(p: ConvProblem) -> None:
     assert ConvProblem.parse(p.key()) == p

@@ -1,0 +1,101 @@
+"""`convdoctor tune`, `bench` and `db` end to end on the CPU backend (real torch, real SQLite)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from convdoctor.cli import main
+
+pytest.importorskip("torch")
+
+PROBLEM = "fprop n=1 c=8 h=12 w=12 k=8 r=3 s=3 pad=1"
+
+
+@pytest.fixture(autouse=True)
+def _shared_machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("CONVDOCTOR_CPU_MIN_SHARE", "0")     # CI machines are shared
+    monkeypatch.setenv("CONVDOCTOR_DB", str(tmp_path / "db.sqlite3"))
+
+
+def _json(capsys: pytest.CaptureFixture[str]) -> dict:
+    return json.loads(capsys.readouterr().out)
+
+
+def test_tune_problem_json_then_loaded_from_db(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["tune", "--problem", PROBLEM, "--backend", "cpu", "--budget", "0.3", "--json"])
+    out = _json(capsys)
+    assert rc == 0, out["notes"]
+    row = out["rows"][0]
+    assert row["engine"].startswith("cpu:") and row["tuned_s"] > 0
+    assert row["torch_default_s"] > 0 and row["speedup"] is not None
+    assert row["roofline_percent"] is not None and row["roofline_percent"] > 0
+    assert not row["from_db"]
+    cands = out["results"][0]["candidates"]
+    assert {c["candidate"]["key"] for c in cands} >= {"cpu:mkldnn-on", "cpu:mkldnn-off"}
+    # again, human output: loaded from the database, a table with the PyTorch default and speedup
+    assert main(["tune", "--problem", PROBLEM, "--backend", "cpu"]) == 0
+    text = capsys.readouterr().out
+    assert "PyTorch default" in text and "speedup" in text
+    assert f"{row['engine']} (db)" in text
+    # db list/export/import
+    assert main(["db", "list", "--json"]) == 0
+    assert _json(capsys)["count"] == 1
+
+
+def test_bad_input_is_one_clear_line_and_exit_2(capsys: pytest.CaptureFixture[str],
+                                                tmp_path: Path) -> None:
+    assert main(["tune", "--problem", "fprop n=1 c=3 k=8 r=3"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("convdoctor: error:") and "lacks w=" in err and "Traceback" not in err
+    assert main(["tune"]) == 2
+    assert "nothing to tune" in capsys.readouterr().err
+    assert main(["tune", "zoo:resnet50"]) == 2
+    assert "--input-shape" in capsys.readouterr().err
+    assert main(["bench", "no-such-suite"]) == 2
+    assert "unknown suite" in capsys.readouterr().err
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"problems": [{"name": "x", "problem": "n=1 c=3 h=2 w=2 k=1 r=5 s=5"}]}')
+    assert main(["bench", str(bad)]) == 2
+    assert "entry 'x'" in capsys.readouterr().err
+    assert main(["db", "import", str(tmp_path / "missing.json")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    assert main(["db", "prune"]) == 2
+
+
+@pytest.mark.slow
+def test_tune_model_train_gives_fprop_dgrad_wgrad(capsys: pytest.CaptureFixture[str],
+                                                  tmp_path: Path) -> None:
+    model = tmp_path / "tiny.py"
+    model.write_text(
+        "import torch\n"
+        "def make():\n"
+        "    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),\n"
+        "                               torch.nn.Conv2d(8, 8, 3, padding=1),\n"
+        "                               torch.nn.Conv2d(8, 8, 3, padding=1))\n")
+    rc = main(["tune", f"{model}:make", "--input-shape", "2,3,16,16", "--train", "--backend",
+               "cpu", "--budget", "0.2", "--json", "--no-db"])
+    out = _json(capsys)
+    assert rc == 0
+    keys = [r["problem_key"] for r in out["rows"]]
+    dirs = [k.split()[0] for k in keys]
+    # conv1: fprop + wgrad (its input is the data: no dgrad); conv2 == conv3: one of each
+    assert dirs.count("fprop") == 2 and dirs.count("wgrad") == 2 and dirs.count("dgrad") == 1
+    assert len(set(keys)) == len(keys)
+
+
+@pytest.mark.slow
+def test_bench_small_suite_side_by_side(capsys: pytest.CaptureFixture[str],
+                                        tmp_path: Path) -> None:
+    suite = tmp_path / "s.json"
+    suite.write_text(json.dumps({"name": "tiny", "problems": [
+        {"group": "g", "name": "a", "problem": "n=1 c=8 h=16 w=16 k=8 r=3 s=3 pad=1"}]}))
+    rc = main(["bench", str(suite), "--budget", "0.2", "--pytorch-runs", "1", "--json"])
+    out = _json(capsys)
+    assert rc == 0
+    row = out["rows"][0]
+    assert row["heuristic_s"] and row["tuned_s"] and row["speedup_vs_best"]
+    assert len(row["winners"]) == 2 and row["stability"] is not None
+    assert out["summary"]["problems"] == 1 and out["summary"]["wall_s"] > 0
