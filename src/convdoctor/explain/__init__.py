@@ -44,8 +44,10 @@ def explain(exc_or_text: Any, *, live: bool | LiveChecks = False) -> Diagnosis:
     from .engine import analyze
     from .scan import scan_bytes
 
-    text = _text_of(exc_or_text)
-    data = text.encode("utf-8", errors="replace")
+    if isinstance(exc_or_text, (bytes, bytearray, memoryview)):
+        data = bytes(exc_or_text)
+    else:
+        data = _text_of(exc_or_text).encode("utf-8", errors="replace")
     res = scan_bytes(data)
     looked = {"source": "exception" if isinstance(exc_or_text, BaseException) else "text",
               "bytes": res.total_bytes, "total_lines": res.total_lines,

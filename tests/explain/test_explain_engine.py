@@ -1,0 +1,279 @@
+"""Engine behaviour: facts on meaning, ranking, noise vs failure, unknown inputs, live checks (fakes)."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from convdoctor.explain import explain, install_excepthook
+from convdoctor.explain.engine import LiveChecks, analyze
+from convdoctor.explain.facts import cuda_from_driver_api, extract, parse_cudnn_version
+from convdoctor.explain.scan import scan_bytes
+
+CORPUS = json.loads((Path(__file__).parent / "corpus.json").read_text(encoding="utf-8"))["entries"]
+
+
+# -- facts ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text,expect", [
+    ("8.6.0", (8, 6, 0)), ("(8, 5, 0)", (8, 5, 0)), ("8906", (8, 9, 6)), ("7201", (7, 2, 1)),
+    ("90501", (9, 5, 1)), ("91000", (9, 10, 0)), ("9.19.0.56", (9, 19, 0)),
+])
+def test_cudnn_version_numbering(text: str, expect: tuple[int, int, int]) -> None:
+    v = parse_cudnn_version(text)
+    assert v is not None and (v.major, v.minor, v.patch) == expect
+
+
+def test_driver_api_version() -> None:
+    assert cuda_from_driver_api(11040) == "11.4"
+    assert cuda_from_driver_api(12080) == "12.8"
+
+
+def test_status_numbers_use_the_right_numbering() -> None:
+    f = extract("Check failed: status == CUDNN_STATUS_SUCCESS (3 vs. 0)")
+    assert f.statuses == ["CUDNN_STATUS_BAD_PARAM"]
+    f = extract("cudnn status 1002 while building the plan")
+    assert f.statuses == ["CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH"]
+    f = extract("cudnn error: 3007")
+    assert f.statuses == ["CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH"]
+
+
+def test_version_relation() -> None:
+    f = extract("Loaded runtime CuDNN library: 9.10.1 but source was compiled with: 9.13.1.")
+    assert f.cudnn_relation and f.cudnn_relation.startswith("runtime minor older")
+    f = extract("Found cuDNN version 8600, but JAX was built against version 8906, which is newer.")
+    assert (f.cudnn_loaded, f.cudnn_compiled) == ("8.6.0", "8.9.6")
+
+
+def test_repro_snippet_is_parsed() -> None:
+    text = ("You can try to repro this exception using the following code snippet.\n"
+            "data = torch.randn([1, 512, 64, 64], dtype=torch.float, device='cuda', requires_grad=True)\n"
+            "net = torch.nn.Conv2d(512, 256, kernel_size=[3, 3], padding=[1, 1], stride=[1, 1], "
+            "dilation=[1, 1], groups=1)\n")
+    f = extract(text)
+    assert f.conv is not None
+    assert f.conv["x_shape"] == [1, 512, 64, 64] and f.conv["w_shape"] == [256, 512, 3, 3]
+    assert f.conv["padding"] == [1, 1] and f.conv["dtype"] == "float32"
+
+
+# -- ranking on meaning --------------------------------------------------------------------------
+
+def test_not_initialized_with_little_free_memory_is_oom() -> None:
+    d = explain("Could not create cudnn handle: CUDNN_STATUS_NOT_INITIALIZED\n"
+                "E cuda_dnn.cc:478] Memory usage: 52428800 bytes free, 42505273344 bytes total.")
+    assert d.cause_id == "gpu-out-of-memory"
+
+
+def test_not_initialized_with_free_memory_and_old_driver_is_driver() -> None:
+    d = explain("Could not create cudnn handle: CUDNN_STATUS_NOT_INITIALIZED\n"
+                "Memory usage: 42069065728 bytes free, 42505273344 bytes total.\n"
+                "Possibly insufficient driver version: 470.182.3")
+    assert d.cause_id == "driver-too-old"
+    assert "gpu-out-of-memory" not in d.ids()[:1]
+
+
+def test_ambiguous_message_says_what_would_decide() -> None:
+    d = explain("RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED")
+    assert d.cause_id == "gpu-out-of-memory"
+    assert "driver-too-old" in d.ids()
+    assert "To decide" in d.decide
+
+
+def test_type_pair_split_into_device_and_dtype() -> None:
+    assert explain("Input type (torch.cuda.HalfTensor) and weight type (torch.cuda.FloatTensor) "
+                   "should be the same").cause_id == "dtype-mismatch"
+    assert explain("Input type (torch.FloatTensor) and weight type (torch.cuda.FloatTensor) "
+                   "should be the same").cause_id == "device-mismatch"
+
+
+def test_dependency_of_cudnn_missing_is_not_cudnn_missing() -> None:
+    base = "Could not load library libcudnn_cnn_infer.so.8. Error: {}: cannot open shared object file"
+    assert explain(base.format("libcudnn_cnn_infer.so.8")).cause_id == "cudnn-not-found"
+    assert explain(base.format("libnvrtc.so")).cause_id == "missing-dependency-lib"
+
+
+def test_unseen_variants_generalise() -> None:
+    # wording not in the corpus: cuDNN 9 numeric status, a new library name, other numbers
+    assert explain("cudnn status 3007").cause_id == "arch-unsupported"
+    assert explain("Loaded runtime CuDNN library: 9.1.0 but source was compiled with: 9.3.0").cause_id \
+        == "cudnn-version-mismatch"
+    assert explain("OSError: libcublasLt.so.12: cannot open shared object file: No such file or directory"
+                   ).cause_id == "missing-dependency-lib"
+    assert explain("RuntimeError: Given groups=1, weight of size [16, 2, 3, 3], expected input[8, 5, 64, 64] "
+                   "to have 2 channels, but got 5 channels instead").cause_id == "channel-mismatch"
+
+
+def test_tensor_size_decides_not_supported() -> None:
+    d = explain("x = torch.randn(2048, 16, 256, 256).cuda()\n"
+                "conv = nn.Conv2d(16, 64, kernel_size=3, padding=1).cuda()\n"
+                "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you "
+                "passed in a non-contiguous input.")
+    assert d.cause_id == "tensor-too-large"
+
+
+# -- noise, unknown, bad input -------------------------------------------------------------------
+
+def _noise(n: int, seed: int = 1) -> str:
+    rnd = random.Random(seed)
+    return "".join(f"INFO step {i} loss {rnd.random():.4f} lr 0.001\n" for i in range(n))
+
+
+def test_noise_plus_failure_is_explained_by_the_failure() -> None:
+    noise = ("E external/local_xla/xla/stream_executor/cuda/cuda_dnn.cc:9261] Unable to register cuDNN "
+             "factory: Attempting to register factory for plugin cuDNN when one has already been registered\n")
+    failure = "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with shape[64,256,56,56]\n"
+    d = explain(noise + _noise(50) + failure)
+    assert d.cause_id == "gpu-out-of-memory"
+    assert d.noise and d.noise[0].pattern == "tf-plugin-registration"
+    # and in a log larger than the whole-input limit (pre-filter path)
+    big = (noise + _noise(40000) + failure + _noise(100)).encode()
+    res = scan_bytes(big)
+    assert not res.whole
+    d2 = analyze(res.lines, looked_at={"total_lines": res.total_lines})
+    assert d2.cause_id == "gpu-out-of-memory"
+    assert d2.causes[0].evidence[-1].line == 40002
+
+
+def test_noise_only_is_harmless() -> None:
+    d = explain("E0000 cuda_dnn.cc:8579] Unable to register cuDNN factory: Attempting to register factory "
+                "for plugin cuDNN when one has already been registered\n" + _noise(20))
+    assert d.cause_id == "harmless-warning"
+
+
+@pytest.mark.parametrize("payload", ["", "   \n\n", _noise(100)])
+def test_empty_or_irrelevant_input_is_unknown(payload: str) -> None:
+    d = explain(payload)
+    assert d.cause_id == "unknown"
+    assert "looked at" in d.causes[0].reasons[0]
+
+
+def test_binary_garbage_is_unknown_and_says_so() -> None:
+    blob = random.Random(3).randbytes(200_000)
+    d = explain(blob)
+    assert d.cause_id == "unknown"
+    assert "binary" in d.causes[0].reasons[0]
+    json.dumps(d.to_dict())  # serialisable
+
+
+def test_exception_object_is_explained() -> None:
+    try:
+        raise RuntimeError("cuDNN error: CUDNN_STATUS_NOT_INITIALIZED")
+    except RuntimeError as exc:
+        d = explain(exc)
+    assert d.cause_id == "gpu-out-of-memory"
+    assert d.looked_at["source"] == "exception"
+
+
+def test_excepthook_prints_diagnosis(capsys: pytest.CaptureFixture[str]) -> None:
+    old = sys.excepthook
+    try:
+        install_excepthook()
+        try:
+            raise AssertionError("Torch not compiled with CUDA enabled")
+        except AssertionError:
+            sys.excepthook(*sys.exc_info())
+    finally:
+        sys.excepthook = old
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "cpu-only-build" in err
+
+
+# -- live checks (fakes) -------------------------------------------------------------------------
+
+@dataclass
+class FakeFinding:
+    id: str
+    severity: str = "error"
+    title: str = ""
+
+
+@dataclass
+class FakeReport:
+    findings: list[FakeFinding] = field(default_factory=list)
+    facts: dict = field(default_factory=lambda: {"driver": "probed"})
+
+
+def test_live_env_confirms_and_reranks() -> None:
+    msg = "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED"
+    no_env = explain(msg)
+    assert no_env.cause_id == "gpu-out-of-memory"
+    live = LiveChecks(env=lambda: FakeReport([FakeFinding("driver-too-old", title="driver 470 < 525")]),
+                      check_conv=lambda **kw: FakeReport())
+    d = explain(msg, live=live)
+    drv = next(c for c in d.causes if c.id == "driver-too-old")
+    assert drv.confirmation is not None and drv.confirmation.status == "confirmed"
+    assert d.cause_id == "driver-too-old"
+
+
+def test_live_env_refutes_and_failures_are_not_checkable() -> None:
+    msg = "cuDNN version incompatibility: PyTorch was compiled  against (8, 5, 0) but found runtime version (8, 3, 3)."
+    d = explain(msg, live=LiveChecks(env=lambda: FakeReport([])))
+    assert d.causes[0].confirmation.status == "refuted"
+    assert d.cause_id == "cudnn-version-mismatch"  # the text still wins: the log may be from elsewhere
+
+    def boom() -> None:
+        raise ImportError("convdoctor.env not there yet")
+
+    d = explain(msg, live=LiveChecks(env=boom))
+    assert d.causes[0].confirmation.status == "not checkable"
+    assert "ImportError" in d.causes[0].confirmation.detail
+
+
+def test_live_check_conv_on_parsed_shapes() -> None:
+    calls = []
+
+    def fake_check_conv(**kw):  # type: ignore[no-untyped-def]
+        calls.append(kw)
+        return FakeReport([FakeFinding("channel-mismatch")])
+
+    msg = ("RuntimeError: Given groups=1, weight of size [64, 3, 3, 3], expected input[1, 1, 256, 256] "
+           "to have 3 channels, but got 1 channels instead")
+    d = explain(msg, live=LiveChecks(env=lambda: FakeReport(), check_conv=fake_check_conv))
+    assert calls and calls[0]["x_shape"] == [1, 1, 256, 256] and calls[0]["w_shape"] == [64, 3, 3, 3]
+    assert d.causes[0].confirmation.status == "confirmed"
+
+    d = explain(msg, live=LiveChecks(env=lambda: FakeReport(), check_conv=lambda **kw: FakeReport()))
+    assert d.causes[0].confirmation.status == "refuted"
+
+    def raising(**kw):  # type: ignore[no-untyped-def]
+        raise AttributeError("module 'convdoctor' has no attribute 'check_conv'")
+
+    d = explain(msg, live=LiveChecks(env=lambda: FakeReport(), check_conv=raising))
+    assert d.causes[0].confirmation.status == "not checkable"
+    assert d.cause_id == "channel-mismatch"
+
+
+def test_real_check_conv_confirms_input_too_small() -> None:
+    # uses convdoctor.check's real check_conv when it is importable (static rules, no GPU needed)
+    try:
+        from convdoctor.check.checker import check_conv  # noqa: F401
+    except Exception:
+        pytest.skip("convdoctor.check not available")
+    d = explain("RuntimeError: Calculated padded input size per channel: (2 x 2). Kernel size: (3 x 3). "
+                "Kernel size can't be greater than actual input size", live=LiveChecks(env=lambda: FakeReport()))
+    assert d.cause_id == "input-too-small"
+    assert d.causes[0].confirmation is not None
+    assert d.causes[0].confirmation.status in ("confirmed", "not checkable")
+
+
+def test_corpus_embedded_in_large_logs() -> None:
+    """Every corpus message buried in >1 MB of noise (the pre-filter path): still explained."""
+    rnd = random.Random(0)
+    pre = "".join(f"2024-05-01 12:00:{i % 60:02d} INFO train.py:211 epoch {i // 1000} step {i} "
+                  f"loss {rnd.random():.4f} lr 0.001\n" for i in range(16000)).encode()
+    post = pre[:2000]
+    ok, misses = 0, []
+    for e in CORPUS:
+        res = scan_bytes(pre + e["text"].encode() + b"\n" + post)
+        assert not res.whole
+        got = analyze(res.lines).cause_id
+        ok += got == e["cause"]
+        if got != e["cause"]:
+            misses.append((e["id"], e["cause"], got))
+    print(f"\ncorpus inside >1 MB logs: {ok}/{len(CORPUS)} = {ok / len(CORPUS):.3f}; misses {misses}")
+    assert ok / len(CORPUS) >= 0.95
