@@ -1,0 +1,103 @@
+"""`convdoctor explain` and `convdoctor run` end to end, in subprocesses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+CLI = [sys.executable, "-m", "convdoctor"]
+
+
+def _run(args: list[str], stdin: bytes | None = None, timeout: int = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(CLI + args, input=stdin, capture_output=True, timeout=timeout)
+
+
+def test_explain_text_json() -> None:
+    p = _run(["explain", "--json", "--no-live",
+              "Loaded runtime CuDNN library: 8.7.0 but source was compiled with: 8.9.4."])
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["cause"] == "cudnn-version-mismatch"
+    c = out["causes"][0]
+    assert {"id", "confidence", "evidence", "fix", "confirmation", "sources"} <= set(c)
+    assert out["facts"]["cudnn_loaded"] == "8.7.0" and out["facts"]["cudnn_compiled"] == "8.9.4"
+
+
+def test_explain_human_text() -> None:
+    p = _run(["explain", "--no-live", "AssertionError: Torch not compiled with CUDA enabled"])
+    assert p.returncode == 0
+    text = p.stdout.decode()
+    assert "cpu-only-build" in text and "fix:" in text and "line 1:" in text
+
+
+def test_explain_stdin_dash_and_file(tmp_path: Path) -> None:
+    log = b"INFO start\n" * 100 + b"RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
+    p = _run(["explain", "--json", "--no-live", "-"], stdin=log)
+    assert json.loads(p.stdout)["cause"] == "arch-unsupported"
+    f = tmp_path / "train.log"
+    f.write_bytes(log)
+    p = _run(["explain", "--json", "--no-live", "--file", str(f)])
+    out = json.loads(p.stdout)
+    assert out["cause"] == "arch-unsupported"
+    assert out["causes"][0]["evidence"][0]["line"] == 101
+
+
+def test_explain_bad_inputs_are_clean() -> None:
+    p = _run(["explain", "--file", "/nonexistent/train.log"])
+    assert p.returncode == 2
+    assert b"no such file" in p.stderr and b"Traceback" not in p.stderr
+    p = _run(["explain", "--file", "/tmp"])
+    assert p.returncode == 2 and b"directory" in p.stderr
+    p = _run(["explain", "--json", "--no-live", "-"], stdin=b"")
+    assert p.returncode == 1
+    out = json.loads(p.stdout)
+    assert out["cause"] == "unknown" and "empty" in out["causes"][0]["reasons"][0]
+    p = _run(["explain", "--json", "--no-live", "-"], stdin=bytes(range(256)) * 4000)
+    assert p.returncode == 1 and json.loads(p.stdout)["cause"] == "unknown"
+
+
+def test_run_passes_output_and_preserves_exit_code() -> None:
+    script = ("import sys; print('epoch 1 loss 0.5', flush=True); "
+              "print('RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED', file=sys.stderr); sys.exit(3)")
+    p = _run(["run", "--no-live", "--", sys.executable, "-c", script])
+    assert p.returncode == 3
+    assert b"epoch 1 loss 0.5" in p.stdout
+    err = p.stderr.decode()
+    assert "CUDNN_STATUS_NOT_INITIALIZED" in err       # the child's own stderr, passed through
+    assert "exited with 3" in err and "gpu-out-of-memory" in err
+
+
+def test_run_json_and_success() -> None:
+    p = _run(["run", "--json", "--no-live", "--", sys.executable, "-c",
+              "raise AssertionError('Torch not compiled with CUDA enabled')"])
+    assert p.returncode == 1
+    err = p.stderr.decode()
+    out = json.loads(err[err.index("{\n"):])
+    assert out["cause"] == "cpu-only-build" and out["looked_at"]["exit_code"] == 1
+    p = _run(["run", "--", sys.executable, "-c", "print('fine')"])
+    assert p.returncode == 0 and p.stdout.strip() == b"fine" and b"convdoctor" not in p.stderr
+
+
+def test_run_streams_before_exit() -> None:
+    # the first line must arrive while the child is still running (no buffering of everything)
+    script = "import time; print('first', flush=True); time.sleep(3); print('second')"
+    proc = subprocess.Popen(CLI + ["run", "--no-live", "--", sys.executable, "-c", script],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    import time
+
+    t0 = time.monotonic()
+    first = proc.stdout.readline()
+    elapsed = time.monotonic() - t0
+    proc.communicate(timeout=30)
+    assert first.strip() == b"first"
+    assert elapsed < 2.5
+
+
+def test_run_bad_command() -> None:
+    p = _run(["run", "--", "/nonexistent/binary-xyz"])
+    assert p.returncode == 2 and b"command not found" in p.stderr
+    p = _run(["run"])
+    assert p.returncode == 2 and b"nothing to run" in p.stderr
