@@ -28,8 +28,8 @@ EXPORT_FORMAT = "convdoctor-tuning-db"
 ENV_VAR = "CONVDOCTOR_DB"
 
 # Environment parts that, when they change, make a stored timing stale (not merely another device).
-VERSION_KEYS = ("driver", "cuda_runtime", "cudnn", "cudnn_frontend", "torch", "mkldnn", "onednn",
-                "schema")
+VERSION_KEYS = ("driver", "cuda_runtime", "cudnn", "cudnn_frontend", "cudnn_frontend_backend",
+                "torch", "mkldnn", "onednn", "schema")
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -55,8 +55,11 @@ def default_path() -> Path:
     env = os.environ.get(ENV_VAR)
     if env:
         return Path(env).expanduser()
-    from platformdirs import user_cache_dir
-
+    try:
+        from platformdirs import user_cache_dir
+    except ImportError:  # a bare environment (the GPU box): the XDG default platformdirs would use
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        return Path(base) / "convdoctor" / "tuning.sqlite3"
     return Path(user_cache_dir("convdoctor")) / "tuning.sqlite3"
 
 

@@ -346,6 +346,14 @@ def serve(spec: str) -> int:
             reply = {"error": f"{type(exc).__name__}: {exc}"}
         proto.write(json.dumps(reply) + "\n")
         proto.flush()
+    for r in runners.values():
+        try:
+            r.close()
+        except Exception:  # noqa: BLE001
+            pass
+    shutdown = getattr(backend, "shutdown", None)
+    if callable(shutdown):
+        shutdown()
     return 0
 
 
