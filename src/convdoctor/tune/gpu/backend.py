@@ -287,14 +287,33 @@ class TorchRunner(_Runner):
         return self.run()
 
 
+def _env_num(name: str, default: Any, kind: Any) -> Any:
+    import os
+
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return kind(raw)
+    except ValueError:
+        from ...errors import UsageError
+
+        raise UsageError(f"{name}={raw!r} is not a number") from None
+
+
 class CudaBackend:
     """Tuning backend for one CUDA device: cuDNN plans via cudnn-frontend + PyTorch's paths."""
 
     name = "cuda"
 
-    def __init__(self, device: int | None = None, *, enumerate_engines: bool = True,
-                 max_extra: int = 24, enum_budget_s: float = 8.0,
+    def __init__(self, device: int | None = None, *, enumerate_engines: bool | None = None,
+                 max_extra: int | None = None, enum_budget_s: float | None = None,
                  isolate_heuristic: bool = True) -> None:
+        """Engine/knob enumeration beyond the heuristic lists is bounded by `max_extra` plans
+        (default 8) and `enum_budget_s` seconds (default 2) per problem; environment overrides:
+        CONVDOCTOR_CUDNN_ENUM=0 (off), CONVDOCTOR_CUDNN_ENUM_EXTRA, CONVDOCTOR_CUDNN_ENUM_BUDGET_S."""
+        import os
+
         import torch
 
         if not torch.cuda.is_available():
@@ -303,9 +322,17 @@ class CudaBackend:
             raise DependencyMissing("the CUDA tuning backend needs a CUDA build of torch that sees "
                                     "a GPU", hint="run `convdoctor doctor` to see why none is seen")
         self.device = torch.cuda.current_device() if device is None else int(device)
-        self.enumerate_engines = enumerate_engines
-        self.max_extra = max_extra
-        self.enum_budget_s = enum_budget_s
+        env = os.environ
+        if enumerate_engines is None:
+            enumerate_engines = env.get("CONVDOCTOR_CUDNN_ENUM", "1").strip() not in ("0", "no",
+                                                                                    "off")
+        if max_extra is None:
+            max_extra = _env_num("CONVDOCTOR_CUDNN_ENUM_EXTRA", 8, int)
+        if enum_budget_s is None:
+            enum_budget_s = _env_num("CONVDOCTOR_CUDNN_ENUM_BUDGET_S", 2.0, float)
+        self.enumerate_engines = bool(enumerate_engines)
+        self.max_extra = int(max_extra)
+        self.enum_budget_s = float(enum_budget_s)
         self._clock: Any = None
         self._env: dict[str, str] | None = None
         self.last_enumeration: Any = None
