@@ -14,7 +14,9 @@ from .trace import ConvCall, TraceFailure, trace
 _SIZE_MESSAGES = re.compile(
     r"Output size is too small|Kernel size can't be greater|Padding size should be less than|"
     r"Padding value causes wrapping around more than once|input size .* is too small|"
-    r"Only zero batch or zero channel inputs are supported", re.I)
+    r"Only zero batch or zero channel inputs are supported|Invalid computed output size|"
+    r"Expected more than 1 value per channel when training|output size is too small|"
+    r"Output size is too small|too small for the", re.I)
 
 
 def _size_failure(f: TraceFailure | None) -> bool:
@@ -133,7 +135,7 @@ def min_input_shape(model: Any, shape: Sequence[int], *, dtype: Any = "float32",
 
         x = torch.empty((*shape[:2], *sp), dtype=dt or torch.float32, device="meta")
         r = trace(model, (x,), dtype=dtype, memory_format=memory_format, train=train)
-        if _size_failure(r.failure):
+        if r.failure is not None:
             return False
         for c in r.calls:
             if any(f.id in ("input-too-small", "empty-tensor") for f in check_call(c, device=device,
@@ -158,4 +160,16 @@ def min_input_shape(model: Any, shape: Sequence[int], *, dtype: Any = "float32",
             else:
                 lo = mid + 1
         result.append(hi)
+    if not fits(result):
+        # Per-dim minima need not combine (e.g. train-mode BatchNorm needs > 1 value at the bottom
+        # of a U-Net): grow all dims together to the smallest size that runs.
+        lo, hi = max(result), big
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if fits([max(r, mid) for r in result]):
+                hi = mid
+            else:
+                lo = mid + 1
+        result = [max(r, hi) for r in result]
     return (*shape[:2], *result)
+

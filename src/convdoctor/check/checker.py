@@ -174,7 +174,11 @@ def check_call(call: ConvCall, *, device: str = "cuda", allow_tf32: bool | None 
     if not out and not call.transposed:
         padded = [s + 2 * p for s, p in zip(x[2:], call.padding, strict=False)]
         eff = [d * (k - 1) + 1 for d, k in zip(call.dilation, w[2:], strict=False)]
-        if any(p < e for p, e in zip(padded, eff, strict=True)):
+        if any(p < e for p, e in zip(padded, eff, strict=True)) and any(s == 0 for s in x[2:]):
+            err("empty-tensor", f"input {_fmt(x)} has an empty spatial dimension",
+                "A spatial size of 0 leaves nothing to convolve.",
+                "skip the call when the input is empty, or fix what produced a zero-sized feature map")
+        elif any(p < e for p, e in zip(padded, eff, strict=True)):
             need = [max(e - 2 * p, 1) for e, p in zip(eff, call.padding, strict=True)]
             err("input-too-small",
                 f"input {_fmt(x[2:])} is smaller than the kernel ({_fmt(eff)} with dilation)",
@@ -186,8 +190,25 @@ def check_call(call: ConvCall, *, device: str = "cuda", allow_tf32: bool | None 
         err("empty-tensor", f"weight {_fmt(w)} is empty",
             "A weight with a zero-sized kernel or zero output channels per group has no kernel.",
             "use kernel sizes >= 1 and out_channels >= groups")
+    if call.padding_mode in ("reflect", "replicate") and call.dtype == "bool":
+        err("unsupported-dtype", f"{call.padding_mode} padding has no kernel for bool",
+            f"padding_mode={call.padding_mode!r} pads the input with F.pad first; that pad does not "
+            "support bool tensors.", "convert the input to a floating type first")
+    complex_mix = call.dtype != call.weight_dtype and call.dtype.startswith("complex")
+    if complex_mix:  # Convolution.cpp convolution(): complex_convolution checks dtypes before anything
+        err("dtype-mismatch", f"input is {call.dtype} but weight is {call.weight_dtype}",
+            "Complex convolutions need input and weight of the same complex dtype.",
+            f"cast one side: x.to({call.weight_dtype}) or the weight to {call.dtype}")
     if call.bias_dtype is not None and call.bias_dtype != call.dtype:
-        if not call.transposed:
+        if not call.transposed and call.padding_str is not None:
+            # _convolution_mode (string padding) adds the bias after the convolution, in place:
+            # any dtype that casts to the output's passes.
+            if _category(call.bias_dtype) > _category(call.dtype):
+                err("dtype-mismatch", f"{call.bias_dtype} bias cannot be added to a {call.dtype} output",
+                    "With padding='same'/'valid' PyTorch adds the bias after the convolution, in place; "
+                    "a bias of a higher type category cannot be cast to the output dtype.",
+                    f"cast the bias to {call.dtype}")
+        elif not call.transposed:
             err("dtype-mismatch", f"input is {call.dtype} but bias is {call.bias_dtype}",
                 "PyTorch requires input, weight and bias of the same dtype.",
                 f"cast the bias to {call.dtype} (model.to({call.dtype}) casts all parameters)")
@@ -224,7 +245,7 @@ def check_call(call: ConvCall, *, device: str = "cuda", allow_tf32: bool | None 
             "use output_padding < stride (it only selects among the output sizes a strided "
             "transposed conv can produce)",
             source="PyTorch NaiveConvolutionTranspose2d.cpp / 3d.cpp (slow_conv_transpose*_shape_check)")
-    if call.dtype != call.weight_dtype:
+    if call.dtype != call.weight_dtype and not complex_mix:
         err("dtype-mismatch", f"input is {call.dtype} but weight is {call.weight_dtype}",
             "PyTorch requires input and weight of the same dtype (autocast casts both for you).",
             f"cast one side: x.to({call.weight_dtype}) or model.to({call.dtype}), "
@@ -280,6 +301,8 @@ def _cpu_mkldnn(call: ConvCall) -> bool:
     x, w = call.x_shape, call.w_shape
     k = (1, *w[2:]) if len(w) == 3 else w[2:]
     x4 = (*x, 1) if len(x) == 3 else x
+    if call.transposed and any(op >= st for op, st in zip(call.output_padding, call.stride, strict=False)):
+        return False  # observed (fuzzing): these transposed convs take the native kernel
     return (call.groups > 1 or (k[-1] > 3 and k[-2] > 3) or x[0] > 1
             or x4[0] * x4[1] * x4[2] * x4[3] > 20480)
 
