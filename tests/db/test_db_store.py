@@ -242,9 +242,11 @@ def test_ninety_problems_load_in_under_half_a_second(tmp_path: Path) -> None:
     for i in range(90):
         db.put(result(i))
     db.close()
-    t0 = time.perf_counter()
+    # CPU time of this process, not wall time: on a shared CI machine other processes' load
+    # must not fail this test (benchmarks/bench_tune_db.py reports wall time).
+    t0 = time.process_time()
     db = _db(tmp_path)
     got = db.get_many([problem(i) for i in range(90)], ENV)
-    elapsed = time.perf_counter() - t0
+    elapsed = time.process_time() - t0
     assert all(v.status == "hit" for v in got.values()) and len(got) == 90
     assert elapsed < 0.5, f"{elapsed:.3f} s"

@@ -80,13 +80,13 @@ def _geomean(xs: list[float]) -> float | None:
 
 
 def _pytorch_arm(problems: list[ConvProblem], spec: str, budget: float, timeout: float,
-                 bar: Any) -> dict[str, Any]:
+                 bar: Any, fresh: Any = None) -> dict[str, Any]:
     """One fresh process: PyTorch's heuristic and benchmark=True choices, timed by the harness."""
     from .harness import Harness, HarnessConfig, one_sample_select
     from .worker import WorkerBackend
 
     out: dict[str, Any] = {}
-    with WorkerBackend(spec, timeout_s=timeout) as be:
+    with fresh if fresh is not None else WorkerBackend(spec, timeout_s=timeout) as be:
         cpu = be.name == "cpu"
         env = be.environment()
         for p in problems:
@@ -163,36 +163,39 @@ def run(args: argparse.Namespace) -> int:
 
     suite = load_suite(args.suite)
     dtype, layout, math_mode = CONFIGS[args.config]
-    with WorkerBackend(args.backend, timeout_s=args.timeout) as probe:
-        backend_name = probe.name
-        env = probe.environment()
-    cpu = backend_name == "cpu"
-    limit = args.limit if args.limit is not None else (4 if cpu else None)
-    batch = args.batch if args.batch is not None else (1 if cpu else None)
-    budget = args.budget if args.budget is not None else (1.0 if cpu else 5.0)
-    if limit is not None and limit < 1:
-        raise UsageError("--limit must be >= 1")
-    if args.pytorch_runs < 1 or args.tune_runs < 1:
-        raise UsageError("--pytorch-runs and --tune-runs must be >= 1")
-    entries = suite.spread(limit)
-    problems = [e.problem(direction=args.direction, dtype=dtype, layout=layout, math=math_mode,
-                          batch=batch) for e in entries]
-    spec = backend_name
-    total = len(problems) * (args.pytorch_runs + args.tune_runs + 1)
-    t0 = time.monotonic()
-    with Progress(total, "bench", enabled=None if not args.json else False) as bar:
-        torch_runs = [_pytorch_arm(problems, spec, budget, args.timeout, bar)
-                      for _ in range(args.pytorch_runs)]
-        tune_runs = [_tune_arm(problems, spec, budget, args.timeout, bar)
-                     for _ in range(args.tune_runs)]
-        heur_key = "cpu:mkldnn-on" if cpu else "torch:heuristic"
-        keys_for: dict[str, list[str]] = {}
-        for p in problems:
-            k = p.key()
-            ks = [heur_key] + [r[k]["benchmark_pick"] for r in torch_runs if r[k]["benchmark_pick"]]
-            ks += [r[k]["winner"] for r in tune_runs if r[k]["winner"]]
-            keys_for[k] = sorted(set(ks))
-        referee = _referee_arm(problems, keys_for, spec, budget, args.timeout, bar)
+    # The first worker tells us the backend; it then serves (still fresh) as the first PyTorch arm.
+    first = WorkerBackend(args.backend, timeout_s=args.timeout)
+    backend_name = first.name
+    env = first.environment()
+    try:
+        cpu = backend_name == "cpu"
+        limit = args.limit if args.limit is not None else (4 if cpu else None)
+        batch = args.batch if args.batch is not None else (1 if cpu else None)
+        budget = args.budget if args.budget is not None else (1.0 if cpu else 5.0)
+        if (limit is not None and limit < 1) or args.pytorch_runs < 1 or args.tune_runs < 1:
+            raise UsageError("--limit, --pytorch-runs and --tune-runs must be >= 1")
+        entries = suite.spread(limit)
+        problems = [e.problem(direction=args.direction, dtype=dtype, layout=layout, math=math_mode,
+                              batch=batch) for e in entries]
+        spec = backend_name
+        total = len(problems) * (args.pytorch_runs + args.tune_runs + 1)
+        t0 = time.monotonic()
+        with Progress(total, "bench", enabled=None if not args.json else False) as bar:
+            torch_runs = [_pytorch_arm(problems, spec, budget, args.timeout, bar,
+                                       fresh=first if i == 0 else None)
+                          for i in range(args.pytorch_runs)]
+            tune_runs = [_tune_arm(problems, spec, budget, args.timeout, bar)
+                         for _ in range(args.tune_runs)]
+            heur_key = "cpu:mkldnn-on" if cpu else "torch:heuristic"
+            keys_for: dict[str, list[str]] = {}
+            for p in problems:
+                k = p.key()
+                ks = [heur_key] + [r[k]["benchmark_pick"] for r in torch_runs if r[k]["benchmark_pick"]]
+                ks += [r[k]["winner"] for r in tune_runs if r[k]["winner"]]
+                keys_for[k] = sorted(set(ks))
+            referee = _referee_arm(problems, keys_for, spec, budget, args.timeout, bar)
+    finally:
+        first.shutdown()
     wall = time.monotonic() - t0
 
     rows: list[dict[str, Any]] = []

@@ -204,17 +204,23 @@ class CpuBackend:
         slow = share is not None and threshold > 0 and share < threshold
         return ClockReading(sm_clock_mhz=None, max_sm_clock_mhz=None, reasons=0, slowdown=slow)
 
-    def peaks(self) -> dict[str, Any]:
-        """A simple measured roofline: best of 5 fp32 1024^3 matmuls, best of 5 64 MiB copies."""
+    def peaks(self) -> dict[str, Any] | None:
+        """A simple measured roofline: best of 5 fp32 1024^3 matmuls, best of 5 64 MiB copies.
+        None when other processes took the CPU meanwhile (a peak measured then is too low and
+        would make every % of roofline meaningless)."""
         t = self.torch
+        shares: list[float] = []
 
         def best(fn: Any) -> float:
             fn()
             times = []
+            w0, c0 = time.perf_counter(), time.process_time()
             for _ in range(5):
                 t0 = time.perf_counter()
                 fn()
                 times.append(time.perf_counter() - t0)
+            wall = time.perf_counter() - w0
+            shares.append((time.process_time() - c0) / (wall * max(1, t.get_num_threads())))
             return min(times)
 
         n = 1024
@@ -223,5 +229,8 @@ class CpuBackend:
         src = t.empty(64 << 20, dtype=t.uint8)
         dst = t.empty_like(src)
         bw = 2.0 * src.numel() / best(lambda: dst.copy_(src))
+        threshold = min_share()
+        if threshold > 0 and shares and shares[0] < threshold:
+            return None
         return {"device": _cpu_model(), "flops": {"float32/tf32": fl, "float32/strict": fl},
                 "bandwidth": bw, "method": "fp32 matmul 1024^3 best of 5; copy 64 MiB best of 5"}

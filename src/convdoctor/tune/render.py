@@ -82,8 +82,9 @@ def summary_table(results: list[TuneResult], peaks: dict[str, Any] | None) -> st
                   "chosen engine", "roofline"]
     lines = []
     for row in rows:
-        rf = "-" if row["roofline_percent"] is None else (
-            f"{row['roofline_percent']:.0f}% ({row['roofline_bound']})")
+        pct = row["roofline_percent"]
+        rf = "-" if pct is None else (f"{pct:.0f}% ({row['roofline_bound']})" if pct <= 105 else
+                                      "above the measured peak (peak too low?)")
         sp = "-" if row["speedup"] is None else f"{row['speedup']:.2f}x"
         eng = (row["engine"] or ("none (slowed down)" if row["degraded"] else "none ran correctly")
                ) + (" (db)" if row["from_db"] else "")

@@ -93,8 +93,9 @@ class CandidateStats:
                 "tolerance": self.correctness.tolerance, "detail": self.correctness.detail},
         }
         if with_samples:
-            d["samples"] = list(self.samples)
-            d["screen_samples"] = list(self.screen_samples)
+            # 6 significant digits: far below any timing noise, and half the text to parse back.
+            d["samples"] = [_sig6(v) for v in self.samples]
+            d["screen_samples"] = [_sig6(v) for v in self.screen_samples]
         return d
 
     @classmethod
@@ -111,6 +112,10 @@ class CandidateStats:
                                                        is not None else math.nan),
                 tolerance=float(corr["tolerance"]), detail=str(corr.get("detail", ""))),
         )
+
+
+def _sig6(v: float) -> float:
+    return float(f"{v:.6g}")
 
 
 def _finite(v: float) -> float | None:
