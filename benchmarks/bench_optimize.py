@@ -1,0 +1,363 @@
+"""End-to-end benchmark of `convdoctor.optimize`, and its per-call overhead.
+
+    PYTHONPATH=src python benchmarks/bench_optimize.py --device cpu --quick --out /tmp/bench
+    PYTHONPATH=src python benchmarks/bench_optimize.py --device cuda --out $OUT      # H100
+
+Per model/precision (ResNet-50 fp32 NCHW with TF32 allowed, ResNet-50 bf16 channels_last, a 3D
+U-Net, the wav2vec2 speech front end with single-channel input) and mode (training step = forward,
+backward, SGD step; inference = forward under no_grad) it times, interleaved in rounds (warm-up, then
+steps; the median is reported):
+  eager_heuristic   PyTorch eager, cudnn.benchmark=False
+  eager_benchmark   PyTorch eager, cudnn.benchmark=True (CUDA only)
+  compile           torch.compile(mode="max-autotune") (only for the models named in --compile)
+  convdoctor        convdoctor.optimize(model, x, train) on the tuning database in --out
+and, on CUDA, the time to the first training step of ResNet-50 fp32 in a fresh process: with a
+warm database (optimize + first step) against cudnn.benchmark=True (its search + first step).
+`overhead()` measures the CPU time per convolution call: stock module vs routed module.
+Writes JSON into --out and prints a table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+if str(ROOT / "src") not in sys.path:
+    sys.path.insert(0, str(ROOT / "src"))
+
+import torch  # noqa: E402
+
+from convdoctor import zoo  # noqa: E402
+from convdoctor.runtime import optimizer as opt  # noqa: E402
+from convdoctor.runtime.timing import make_step, median, sync, time_interleaved  # noqa: E402
+
+CONFIGS: dict[str, dict[str, Any]] = {
+    "resnet50_fp32": {"model": "resnet50", "cuda": (32, 3, 224, 224), "cpu": (2, 3, 64, 64),
+                      "dtype": "float32", "channels_last": False},
+    "speech_fp32": {"model": "speech_frontend", "cuda": (16, 1, 16000), "cpu": (2, 1, 4000),
+                    "dtype": "float32", "channels_last": False},
+    "unet3d_fp32": {"model": "unet3d", "cuda": (2, 1, 32, 64, 64), "cpu": (1, 1, 16, 16, 16),
+                    "dtype": "float32", "channels_last": False},
+    "resnet50_bf16_cl": {"model": "resnet50", "cuda": (32, 3, 224, 224), "cpu": (2, 3, 64, 64),
+                         "dtype": "bfloat16", "channels_last": True},
+}
+
+
+def build(cfg: dict[str, Any], dev: str) -> tuple[torch.nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    dtype = getattr(torch, cfg["dtype"])
+    model = zoo.get(cfg["model"]).to(device=dev, dtype=dtype)
+    x = torch.randn(*cfg[dev], device=dev, dtype=dtype)
+    if cfg["channels_last"]:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    return model, x
+
+
+def with_benchmark(step: Any, on: bool) -> Any:
+    def run() -> None:
+        prev = torch.backends.cudnn.benchmark
+        torch.backends.cudnn.benchmark = on
+        try:
+            step()
+        finally:
+            torch.backends.cudnn.benchmark = prev
+    return run
+
+
+def bench_config(name: str, cfg: dict[str, Any], dev: str, db: str, args: argparse.Namespace,
+                 deadline: float) -> dict[str, Any]:
+    out: dict[str, Any] = {"config": name, "model": cfg["model"], "input_shape": list(cfg[dev]),
+                           "dtype": cfg["dtype"], "user_channels_last": cfg["channels_last"],
+                           "modes": {}}
+    for train in (True, False):
+        mode = "train" if train else "inference"
+        model, x = build(cfg, dev)
+        if not train:
+            model.eval()
+        res: dict[str, Any] = {}
+        variants: dict[str, Any] = {}
+        base_h = copy.deepcopy(model)
+        variants["eager_heuristic"] = with_benchmark(
+            make_step(base_h, x, train, with_optimizer=train), False)
+        if dev == "cuda":
+            base_b = copy.deepcopy(model)
+            variants["eager_benchmark"] = with_benchmark(
+                make_step(base_b, x, train, with_optimizer=train), True)
+        if cfg["model"] in args.compile and time.monotonic() < deadline:
+            try:
+                comp = torch.compile(copy.deepcopy(model), mode="max-autotune")
+                t0 = time.monotonic()
+                st = make_step(comp, x, train, with_optimizer=train)
+                st()
+                sync(dev)
+                res["compile_first_step_s"] = time.monotonic() - t0
+                variants["compile"] = st
+            except Exception as exc:  # noqa: BLE001 - reported, not fatal
+                res["compile_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+        tune = time.monotonic() < deadline
+        t0 = time.monotonic()
+        try:
+            opt.optimize(model, x, train=train, db=db, tune_missing=tune, budget_s=args.budget,
+                         steps=args.steps // 2, backend="cuda" if dev == "cuda" else "cpu")
+            rep = opt.report_of(model)
+            res["optimize_s"] = time.monotonic() - t0
+            res["report"] = {
+                "channels_last": rep.channels_last, "channels_last_reason": rep.channels_last_reason,
+                "routing": rep.routing, "routing_reason": rep.routing_reason,
+                "problems": rep.problems, "from_db": rep.from_db, "tuned": rep.tuned,
+                "untuned": rep.untuned, "tuning_s": rep.tuning_s, "notes": rep.notes[:20],
+                "choices": _choice_counts(rep)}
+            if not tune:
+                res["note"] = "past the time budget: database only, no new tuning"
+            variants["convdoctor"] = with_benchmark(
+                make_step(model, x, train, with_optimizer=train), False)
+        except Exception as exc:  # noqa: BLE001
+            res["convdoctor_error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
+        samples = time_interleaved(variants, dev, warmup=3, steps=args.steps, rounds=4)
+        res["ms"] = {k: median(v) for k, v in samples.items()}
+        res["samples_ms"] = samples
+        eager = [v for k, v in res["ms"].items() if k.startswith("eager")]
+        if "convdoctor" in res["ms"] and eager:
+            res["speedup_vs_best_eager"] = min(eager) / res["ms"]["convdoctor"]
+            res["speedup_vs_heuristic"] = res["ms"]["eager_heuristic"] / res["ms"]["convdoctor"]
+        out["modes"][mode] = res
+        del model, base_h, variants
+        if dev == "cuda":
+            torch.cuda.empty_cache()
+    return out
+
+
+def _choice_counts(rep: Any) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for lay in rep.layers:
+        for d in lay.directions:
+            k = d.key.split("_")[0] if d.key.startswith("cudnn:") else d.key
+            counts[k] = counts.get(k, 0) + 1
+    return counts
+
+
+# ---------------------------------------------------------------------- time to first step
+def first_step_child(mode: str, db: str, cl: str) -> None:
+    t_imp = time.monotonic()
+    dev = "cuda"
+    torch.cuda.init()
+    cfg = CONFIGS["resnet50_fp32"]
+    model, x = build(cfg, dev)
+    torch.cuda.synchronize()
+    t0 = time.monotonic()
+    if mode == "benchmark":
+        torch.backends.cudnn.benchmark = True
+    else:
+        opt.optimize(model, x, train=True, db=db, tune_missing=False, verify=False,
+                     channels_last={"1": True, "0": False}.get(cl, "auto"), backend="cuda")
+    step = make_step(model, x, True, with_optimizer=True)
+    step()
+    torch.cuda.synchronize()
+    t1 = time.monotonic()
+    step()
+    torch.cuda.synchronize()
+    t2 = time.monotonic()
+    print(json.dumps({"mode": mode, "first_step_s": t1 - t0, "second_step_s": t2 - t1,
+                      "setup_s": t0 - t_imp}))
+
+
+def first_step(db: str, cl: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for mode in ("benchmark", "convdoctor"):
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--first-step-child", mode,
+               "--db", db, "--cl", "1" if cl else "0"]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+            line = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+            out[mode] = json.loads(line[-1]) if line else {"error": p.stderr[-800:]}
+        except Exception as exc:  # noqa: BLE001
+            out[mode] = {"error": f"{type(exc).__name__}: {exc}"}
+    return out
+
+
+# ---------------------------------------------------------------------- per-call overhead
+def overhead(dev: str, calls: int = 300, repeats: int = 15) -> list[dict[str, Any]]:
+    """CPU time per conv call (launch-bound sizes): stock module vs routed (PyTorch flags) vs
+    routed cuDNN plan (CUDA). Calls are issued back to back; the device is synchronized only at the
+    end of each batch of calls, so for these tiny problems the time is the host's dispatch time."""
+    from convdoctor.runtime import site as S
+    from convdoctor.runtime.execs import flag_exec
+
+    rows = []
+    if dev != "cuda":  # the host runs the convolution itself: keep it small
+        calls, repeats = 60, 9
+    for n, c, hw in ((1, 16, 8), (8, 64, 14) if dev == "cuda" else (2, 32, 8)):
+        m = torch.nn.Conv2d(c, c, 3, padding=1, bias=False).to(dev)
+        x = torch.randn(n, c, hw, hw, device=dev, requires_grad=True)
+        gy = torch.ones(n, c, hw, hw, device=dev)
+
+        def fwd(mod: Any = m, x: Any = x) -> None:
+            with torch.no_grad():
+                for _ in range(calls):
+                    mod(x)
+
+        def fwdbwd(mod: Any = m, x: Any = x, gy: Any = gy) -> None:
+            for _ in range(calls // 3):
+                mod(x).backward(gy)
+
+        variants: dict[str, Any] = {}
+        variants["stock"] = None
+        s = None
+        routed_keys = ["torch:default", "torch:heuristic" if dev == "cuda" else "cpu:mkldnn-on"]
+        res: dict[str, Any] = {"shape": f"N{n} C{c} {hw}x{hw} K{c} 3x3", "device": dev}
+        for variant in ["stock", *routed_keys, *(["cudnn-plan"] if dev == "cuda" else [])]:
+            if variant != "stock":
+                if s is None:
+                    s = S.install(m, "bench", dev)
+                key = (x.shape, x.stride(), x.dtype)
+                if variant == "cudnn-plan":
+                    try:
+                        from convdoctor.runtime.optimizer import problems_for
+                        from convdoctor.runtime.plans import PlanExec
+                        rec = {**S._facts(x, m.weight, s.args), "y_shape": tuple(x.shape),
+                               "grad": True, "x_requires_grad": True, "w_requires_grad": True}
+                        probs = problems_for(rec, True)
+                        from convdoctor.tune.gpu.cudnn_plan import ConvPlan
+                        ex = {d: PlanExec("cudnn:heuristic", p, ConvPlan.build(p))
+                              for d, p in probs.items()}
+                        chains = {d: S.build_chain([ex[d]], dev) for d in S.DIRS}
+                    except Exception as exc:  # noqa: BLE001
+                        res["cudnn-plan_error"] = f"{type(exc).__name__}: {exc}"
+                        continue
+                else:
+                    fe = flag_exec(variant)
+                    chains = {d: S.build_chain([fe], dev) for d in S.DIRS}
+                s.routes[key] = S.Route(chains)
+            for kind, fn in (("fwd_us", fwd), ("fwdbwd_us", fwdbwd)):
+                per = calls if kind == "fwd_us" else calls // 3
+                ts = []
+                fn()
+                sync(dev)
+                for _ in range(repeats):
+                    t0 = time.perf_counter()
+                    fn()
+                    sync(dev)
+                    ts.append((time.perf_counter() - t0) / per * 1e6)
+                res.setdefault(variant, {})[kind] = statistics.median(ts)
+        S.uninstall(m)
+        for variant in routed_keys + ["cudnn-plan"]:
+            if variant in res:
+                for kind in ("fwd_us", "fwdbwd_us"):
+                    res[variant][kind.replace("_us", "_overhead_us")] = (
+                        res[variant][kind] - res["stock"][kind])
+        rows.append(res)
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--out", default=os.environ.get("OUT", "bench_out"))
+    ap.add_argument("--db", default=None)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--budget", type=float, default=0.3, help="tuning seconds per problem")
+    ap.add_argument("--time-budget", type=float, default=360.0,
+                    help="seconds after which no new tuning/compiling starts")
+    ap.add_argument("--compile", default="", help="comma-separated zoo models to torch.compile")
+    ap.add_argument("--quick", action="store_true", help="CPU: fewer steps")
+    ap.add_argument("--skip-overhead", action="store_true")
+    ap.add_argument("--first-step-child", default=None)
+    ap.add_argument("--cl", default="auto")
+    args = ap.parse_args()
+    if args.first_step_child:
+        first_step_child(args.first_step_child, args.db, args.cl)
+        return 0
+    args.compile = [c for c in args.compile.split(",") if c]
+    t_start = time.monotonic()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    db = args.db or str(out / "tuning.sqlite3")
+    dev = args.device
+    if args.quick:
+        args.steps = min(args.steps, 6)
+    if dev == "cuda":
+        torch.backends.cudnn.allow_tf32 = True
+        torch.backends.cuda.matmul.allow_tf32 = True
+    env = {"torch": torch.__version__, "device": torch.cuda.get_device_name(0) if dev == "cuda"
+           else "cpu", "cudnn": torch.backends.cudnn.version() if dev == "cuda" else None,
+           "threads": torch.get_num_threads()}
+    results: dict[str, Any] = {"env": env, "configs": []}
+    (out / "runtime_bench.json").write_text(json.dumps(results, indent=2))
+    if not args.skip_overhead:
+        results["overhead"] = overhead(dev)
+        (out / "runtime_bench.json").write_text(json.dumps(results, indent=2, default=str))
+    deadline = time.monotonic() + args.time_budget
+    for name in args.configs.split(","):
+        if name not in CONFIGS:
+            print(f"unknown config {name}; have {', '.join(CONFIGS)}", file=sys.stderr)
+            return 2
+        try:
+            r = bench_config(name, CONFIGS[name], dev, db, args, deadline)
+        except Exception as exc:  # noqa: BLE001 - keep the other configs
+            r = {"config": name, "error": f"{type(exc).__name__}: {str(exc)[:800]}"}
+        results["configs"].append(r)
+        (out / "runtime_bench.json").write_text(json.dumps(results, indent=2, default=str))
+    if dev == "cuda":
+        chosen = next((c for c in results["configs"] if c.get("config") == "resnet50_fp32"), {})
+        cl = bool(chosen.get("modes", {}).get("train", {}).get("report", {}).get("channels_last"))
+        results["first_step_resnet50_fp32_train"] = first_step(db, cl)
+    results["total_s"] = time.monotonic() - t_start
+    (out / "runtime_bench.json").write_text(json.dumps(results, indent=2, default=str))
+    print(table(results))
+    return 0
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = [f"env: {results['env']}"]
+    for row in results.get("overhead", []):
+        parts = [f"{k}: fwd {v['fwd_us']:.1f} us, fwd+bwd {v['fwdbwd_us']:.1f} us"
+                 for k, v in row.items() if isinstance(v, dict)]
+        lines.append(f"overhead {row['shape']} ({row['device']}): " + "; ".join(parts))
+    hdr = f"{'config':<18} {'mode':<9} " + " ".join(f"{k:>16}" for k in (
+        "eager_heuristic", "eager_benchmark", "compile", "convdoctor")) + f" {'vs best eager':>13}"
+    lines.append(hdr)
+    for c in results["configs"]:
+        if "error" in c:
+            lines.append(f"{c['config']:<18} ERROR {c['error'][:200]}")
+            continue
+        for mode, r in c["modes"].items():
+            ms = r.get("ms", {})
+            cells = " ".join(f"{ms[k]:>13.3f} ms" if k in ms else f"{'-':>16}" for k in (
+                "eager_heuristic", "eager_benchmark", "compile", "convdoctor"))
+            sp = r.get("speedup_vs_best_eager")
+            lines.append(f"{c['config']:<18} {mode:<9} {cells} "
+                         f"{(f'{sp:.3f}x' if sp else '-'):>13}")
+            rep = r.get("report", {})
+            if rep:
+                lines.append(f"{'':<28}layout {'channels_last' if rep['channels_last'] else 'as given'}"
+                             f", routing {'on' if rep['routing'] else 'off'}, problems "
+                             f"{rep['problems']} (db {rep['from_db']}, tuned {rep['tuned']} in "
+                             f"{rep['tuning_s']:.0f}s), choices {rep['choices']}")
+            for k in ("convdoctor_error", "compile_error", "note"):
+                if k in r:
+                    lines.append(f"{'':<28}{k}: {r[k][:200]}")
+    fs = results.get("first_step_resnet50_fp32_train")
+    if fs:
+        lines.append("time to first training step, ResNet-50 fp32 (fresh process): " + "; ".join(
+            f"{k}: {v.get('first_step_s', float('nan')):.2f} s" if "first_step_s" in v
+            else f"{k}: {str(v.get('error'))[:200]}" for k, v in fs.items()))
+    lines.append(f"total {results.get('total_s', 0):.0f} s")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""`convdoctor optimize MODEL --input-shape ... [--train]`: plan per layer and measured speedup.
+
+The model is loaded (zoo:<name> or file.py:factory), timed end to end as PyTorch runs it (a copy
+kept aside), optimized, and both are timed again interleaved (warm-up, then rounds of steps,
+median), so the speedup printed is measured, on this machine, for this input.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..errors import DependencyMissing, UsageError
+
+_DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
+           "float16": "float16", "fp16": "float16"}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", metavar="MODEL", help="zoo:<name> or path/to/file.py:factory")
+    p.add_argument("--input-shape", default=None,
+                   help="input shape, e.g. 8,3,224,224 (default: the zoo model's usual input)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--train", action="store_true", default=True,
+                      help="optimize a training step: forward, backward, SGD step (default)")
+    mode.add_argument("--inference", dest="train", action="store_false",
+                      help="optimize inference (forward under no_grad)")
+    p.add_argument("--dtype", default="float32", help="float32 (default), bfloat16 or float16")
+    p.add_argument("--channels-last", default="auto", choices=("auto", "on", "off"),
+                   help="model-level channels_last: measured (auto, default), forced on or off")
+    p.add_argument("--db", default=None, help="tuning database path (default: CONVDOCTOR_DB or "
+                                              "the user cache)")
+    p.add_argument("--no-tune", action="store_true",
+                   help="use only what the database holds; PyTorch's path for the rest")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--steps", type=int, default=20, help="timed steps per variant (default 20)")
+    p.add_argument("--budget", type=float, default=2.0,
+                   help="tuning budget per problem, seconds (default 2)")
+    p.add_argument("--all-layers", action="store_true",
+                   help="print every layer (default: the first 40 signatures)")
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except Exception as exc:  # noqa: BLE001
+        raise DependencyMissing(f"convdoctor optimize needs PyTorch ({exc})",
+                                hint="pip install torch") from None
+    return torch
+
+
+def run(args: argparse.Namespace) -> int:
+    torch = _torch()
+    import copy
+
+    from ..check.models import load_model, parse_shape
+    from ..cli import emit
+    from .optimizer import optimize, report_of
+    from .timing import make_step, median, time_interleaved
+
+    if args.steps < 1:
+        raise UsageError("--steps must be >= 1")
+    dtype_name = _DTYPES.get(str(args.dtype).lower())
+    if dtype_name is None:
+        raise UsageError(f"unsupported --dtype {args.dtype!r}; use float32, bfloat16 or float16")
+    shape = _input_shape(args.model, args.input_shape, parse_shape)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: this torch sees no GPU",
+                         hint="run `convdoctor doctor` to see why, or use --device cpu")
+    dev = "cuda" if args.device == "auto" and torch.cuda.is_available() else (
+        "cpu" if args.device == "auto" else args.device)
+    dtype = getattr(torch, dtype_name)
+    model = load_model(args.model).to(device=dev, dtype=dtype)
+    if not args.train:
+        model.eval()
+    x = torch.randn(*shape, device=dev, dtype=dtype)
+    baseline = copy.deepcopy(model)
+    cl = {"auto": "auto", "on": True, "off": False}[args.channels_last]
+    try:
+        optimize(model, x, train=args.train, db=args.db, tune_missing=not args.no_tune,
+                 channels_last=cl, budget_s=args.budget, steps=max(4, args.steps // 2),
+                 backend="cuda" if dev == "cuda" else "cpu")
+    except UsageError:
+        raise
+    except RuntimeError as exc:
+        raise UsageError(f"the model does not run with input {shape} ({exc})",
+                         hint="check --input-shape and --dtype") from None
+    rep = report_of(model)
+    samples = time_interleaved(
+        {"pytorch": make_step(baseline, x, args.train, with_optimizer=args.train),
+         "convdoctor": make_step(model, x, args.train, with_optimizer=args.train)},
+        dev, warmup=3, steps=args.steps, rounds=4)
+    ms = {k: median(v) for k, v in samples.items()}
+    speedup = ms["pytorch"] / ms["convdoctor"] if ms["convdoctor"] > 0 else None
+    payload = {"model": args.model, "input_shape": list(shape), "dtype": dtype_name,
+               "device": dev, "train": bool(args.train), "step_ms": ms, "speedup": speedup,
+               "steps": args.steps, "report": rep}
+    emit(args, payload, _human(args, shape, dtype_name, dev, rep, ms, speedup))
+    return 0
+
+
+def _input_shape(model: str, text: str | None, parse_shape: Any) -> tuple[int, ...]:
+    if text:
+        shape = tuple(parse_shape(text, name="--input-shape", allow_zero=False))
+        return shape
+    if model.startswith("zoo:"):
+        from .. import zoo
+
+        return tuple(zoo.default_input_shape(model[4:]))
+    raise UsageError("--input-shape is required for a model file (e.g. --input-shape 8,3,224,224)")
+
+
+def _human(args: argparse.Namespace, shape: tuple[int, ...], dtype: str, dev: str, rep: Any,
+           ms: dict[str, float], speedup: float | None) -> str:
+    what = "training step (fwd+bwd+SGD)" if args.train else "inference"
+    lines = [f"convdoctor optimize {args.model}  input {'x'.join(map(str, shape))} {dtype} on {dev},"
+             f" {what}"]
+    lines.append(f"  layout: {'channels_last' if rep.channels_last else 'as given'} "
+                 f"({rep.channels_last_reason})")
+    lines.append(f"  routing: {'on' if rep.routing else 'off'}"
+                 + (f" ({rep.routing_reason})" if rep.routing_reason else ""))
+    lines.append(f"  problems: {rep.problems} unique ({rep.from_db} from the database, "
+                 f"{rep.tuned} tuned now in {rep.tuning_s:.1f} s, {rep.untuned} on PyTorch's path)")
+    lines.append("")
+    lines.append(f"  {'layer':<28} {'input':<20} {'dir':<6} {'choice':<26} {'source':<8} "
+                 f"{'tuned ms':>9} {'pytorch ms':>10}")
+    shown = rep.layers if args.all_layers else rep.layers[:40]
+    for lay in shown:
+        for i, d in enumerate(lay.directions):
+            name = lay.layer if i == 0 else ""
+            inp = ("x".join(map(str, lay.x_shape)) + (" cl" if "channels_last" in lay.memory_format
+                                                      else "")) if i == 0 else ""
+            wm = f"{d.winner_ms:.4f}" if d.winner_ms is not None else "-"
+            bm = f"{d.baseline_ms:.4f}" if d.baseline_ms is not None else "-"
+            lines.append(f"  {name[:28]:<28} {inp[:20]:<20} {d.direction:<6} {d.key[:26]:<26} "
+                         f"{d.source:<8} {wm:>9} {bm:>10}")
+    if len(rep.layers) > len(shown):
+        lines.append(f"  ... {len(rep.layers) - len(shown)} more (--all-layers)")
+    for note in rep.notes[:8]:
+        lines.append(f"  note: {note}")
+    lines.append("")
+    sp = f"{speedup:.3f}x" if speedup else "n/a"
+    lines.append(f"  end to end ({args.steps} steps each, interleaved, median): PyTorch "
+                 f"{ms['pytorch']:.3f} ms, convdoctor {ms['convdoctor']:.3f} ms -> speedup {sp}")
+    return "\n".join(lines)

@@ -1,0 +1,643 @@
+"""`optimize(model, example_inputs)` and `restore(model)`: run a model on the tuned choices.
+
+Steps of `optimize`:
+1. Model-level layout: with `channels_last="auto"` the model is timed end to end (a copy, so its
+   batch-norm statistics and gradients are untouched) in its own layout and in channels_last; the
+   latter is chosen only when it is faster by more than `margin`. Channels_last converts the 4D/5D
+   parameters in place (same Parameter objects, same values, same state_dict keys), the 4D/5D inputs
+   on the way in and the outputs back to the caller's layout on the way out.
+2. Every stock Conv/ConvTranspose module gets a routed forward (`site.install`); one forward pass on
+   the example inputs records each call's real signature (shape, strides, dtype, grads needed).
+   Buffers (batch-norm statistics) are put back afterwards.
+3. Each call gives ConvProblems (fprop; dgrad and wgrad when training), deduplicated; choices come
+   from the tuning database, and what is missing is tuned (`tune_missing`, progress bar).
+4. Each signature gets a Route: per direction, the tuned candidates best first (cuDNN plans are
+   prebuilt here), then PyTorch as configured, then the fallback tail.
+5. `verify`: the routed model is timed end to end against the same model with routing off; routing
+   stays on only when it is not slower (so optimize never makes a model slower than PyTorch's path).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..errors import UsageError
+from . import site as _site
+from .execs import flag_exec
+from .timing import call_model, make_step, median, time_interleaved
+
+_STATE = "_convdoctor_state"
+DIRS = ("fprop", "dgrad", "wgrad")
+
+
+@dataclass
+class DirectionChoice:
+    direction: str
+    key: str
+    source: str                      # "db" | "tuned" | "pytorch" (no tuned choice)
+    problem: str = ""
+    winner_ms: float | None = None
+    baseline_ms: float | None = None  # PyTorch's own path for this problem, measured by the tuner
+    baseline_key: str = ""
+    chain: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LayerChoice:
+    layer: str
+    x_shape: tuple[int, ...]
+    dtype: str
+    memory_format: str
+    directions: list[DirectionChoice] = field(default_factory=list)
+
+
+@dataclass
+class OptimizeReport:
+    device: str
+    train: bool
+    channels_last: bool = False
+    channels_last_reason: str = ""
+    layout_ms: dict[str, float] = field(default_factory=dict)
+    routing: bool = True
+    routing_reason: str = ""
+    verify_ms: dict[str, float] = field(default_factory=dict)
+    layers: list[LayerChoice] = field(default_factory=list)
+    problems: int = 0
+    from_db: int = 0
+    tuned: int = 0
+    untuned: int = 0
+    tuning_s: float = 0.0
+    optimize_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def speedup(self) -> float | None:
+        """End-to-end: PyTorch eager as given / the optimized model (measured in `optimize`)."""
+        base = self.layout_ms.get("as_given")
+        best = self.verify_ms.get("chosen")
+        if not base or not best:
+            return None
+        return base / best
+
+
+@dataclass
+class _State:
+    report: OptimizeReport
+    modules: list[torch.nn.Module] = field(default_factory=list)
+    param_formats: list[tuple[torch.nn.Parameter | torch.Tensor, torch.memory_format]] = field(
+        default_factory=list)
+    hooks: list[Any] = field(default_factory=list)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _State:
+        return self
+
+
+# ---------------------------------------------------------------------- helpers
+def _device_of(model: torch.nn.Module) -> torch.device:
+    for p in model.parameters():
+        return p.device
+    for b in model.buffers():
+        return b.device
+    return torch.device("cpu")
+
+
+def _prepare_inputs(example_inputs: Any, input_shape: Any, device: torch.device,
+                    dtype: torch.dtype | None) -> Any:
+    if example_inputs is None:
+        if input_shape is None:
+            raise UsageError("optimize needs example_inputs (or input_shape=...) to find the "
+                             "model's convolution shapes")
+        shape = tuple(int(v) for v in input_shape)
+        return torch.randn(*shape, device=device, dtype=dtype or torch.float32)
+    if isinstance(example_inputs, torch.Tensor):
+        return example_inputs
+    if isinstance(example_inputs, (tuple, list, dict)):
+        return example_inputs
+    raise UsageError(f"example_inputs must be a tensor, a tuple/list of inputs or a dict of keyword "
+                     f"inputs, not {type(example_inputs).__name__}")
+
+
+def _map_tensors(obj: Any, fn: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if isinstance(obj, tuple):
+        return tuple(_map_tensors(o, fn) for o in obj)
+    if isinstance(obj, list):
+        return [_map_tensors(o, fn) for o in obj]
+    if isinstance(obj, dict):
+        return {k: _map_tensors(v, fn) for k, v in obj.items()}
+    return obj
+
+
+def _cl_format(t: torch.Tensor) -> torch.memory_format | None:
+    return torch.channels_last if t.dim() == 4 else torch.channels_last_3d if t.dim() == 5 else None
+
+
+def _to_cl(t: torch.Tensor) -> torch.Tensor:
+    fmt = _cl_format(t)
+    return t if fmt is None or not t.is_floating_point() else t.contiguous(memory_format=fmt)
+
+
+def _from_cl(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous() if t.dim() in (4, 5) else t
+
+
+def _cl_pre_hook(module: torch.nn.Module, args: Any, kwargs: Any) -> Any:
+    return _map_tensors(args, _to_cl), _map_tensors(kwargs, _to_cl)
+
+
+def _cl_post_hook(module: torch.nn.Module, args: Any, kwargs: Any, out: Any) -> Any:
+    return _map_tensors(out, _from_cl)
+
+
+def _apply_channels_last(model: torch.nn.Module, state: _State | None) -> None:
+    with torch.no_grad():
+        for t in [*model.parameters(), *model.buffers()]:
+            fmt = _cl_format(t)
+            if fmt is None or t.is_contiguous(memory_format=fmt) and not t.is_contiguous():
+                continue
+            if state is not None:
+                state.param_formats.append((t, torch.contiguous_format))
+            t.data = t.data.contiguous(memory_format=fmt)
+    h1 = model.register_forward_pre_hook(_cl_pre_hook, with_kwargs=True)
+    h2 = model.register_forward_hook(_cl_post_hook, with_kwargs=True)
+    if state is not None:
+        state.hooks += [h1, h2]
+
+
+def _has_nd_convs(model: torch.nn.Module) -> bool:
+    return any(isinstance(m, torch.nn.modules.conv._ConvNd) and len(m.kernel_size) in (2, 3)
+               for m in model.modules())
+
+
+# ---------------------------------------------------------------------- public
+def is_optimized(model: torch.nn.Module) -> bool:
+    return _STATE in model.__dict__
+
+
+def report_of(model: torch.nn.Module) -> OptimizeReport | None:
+    st = model.__dict__.get(_STATE)
+    return None if st is None else st.report
+
+
+def restore(model: Any) -> Any:
+    """Undo `optimize`: stock forwards, no hooks, parameters back in their original layout."""
+    if not isinstance(model, torch.nn.Module):
+        raise UsageError(f"restore expects a torch.nn.Module, not {type(model).__name__}")
+    st: _State | None = model.__dict__.pop(_STATE, None)
+    for m in model.modules():
+        _site.uninstall(m)
+    if st is not None:
+        for h in st.hooks:
+            h.remove()
+        with torch.no_grad():
+            for t, fmt in st.param_formats:
+                t.data = t.data.contiguous(memory_format=fmt)
+    return model
+
+
+def optimize(model: Any, example_inputs: Any = None, train: bool = True, db: Any = None,
+             tune_missing: bool = True, *, input_shape: Any = None,
+             dtype: torch.dtype | None = None, channels_last: bool | str = "auto",
+             tune_on_first_sight: bool = False, backend: str = "auto", verify: bool = True,
+             budget_s: float = 2.0, steps: int = 10, margin: float = 0.03,
+             progress: Any = None, isolate: bool = True) -> Any:
+    """Route every convolution of `model` to its tuned winner; returns the same model object.
+
+    db: a `convdoctor.db.TuningDB`, a path, None (the default database) or False (no database).
+    channels_last: "auto" (measure, choose only when faster), True or False.
+    verify: time routed vs unrouted end to end and keep routing only when it is not slower.
+    """
+    t_start = time.monotonic()
+    if not isinstance(model, torch.nn.Module):
+        raise UsageError(f"optimize expects a torch.nn.Module, not {type(model).__name__}")
+    if channels_last not in ("auto", True, False):
+        raise UsageError(f"channels_last must be 'auto', True or False, not {channels_last!r}")
+    if is_optimized(model):
+        restore(model)
+    device = _device_of(model)
+    dev = device.type
+    inputs = _prepare_inputs(example_inputs, input_shape, device, dtype)
+    report = OptimizeReport(device=str(device), train=bool(train))
+    state = _State(report)
+
+    # 1. model-level layout
+    use_cl = _decide_layout(model, inputs, train, channels_last, report, dev, steps, margin)
+    if use_cl:
+        _apply_channels_last(model, state)
+
+    # 2. install and record
+    sites: dict[str, _site.Site] = {}
+    try:
+        for name, m in model.named_modules():
+            if _site.routable(m):
+                sites[name or type(m).__name__] = _site.install(m, name or type(m).__name__, dev)
+                state.modules.append(m)
+        model.__dict__[_STATE] = state
+        records = _record(model, inputs, train, sites)
+
+        # 3-4. problems, choices, routes
+        _build_routes(sites, records, train, db, tune_missing, backend, budget_s, report,
+                      progress, isolate, dev)
+        if tune_on_first_sight:
+            hook = _FirstSight(db, backend, budget_s, train, isolate, dev)
+            for s in sites.values():
+                s.on_new_shape = hook
+
+        # 5. verify end to end
+        if verify and sites:
+            _verify(model, inputs, train, sites, report, dev, steps, margin)
+    except BaseException:
+        restore(model)
+        raise
+    report.optimize_s = time.monotonic() - t_start
+    return model
+
+
+# ---------------------------------------------------------------------- 1. layout
+def _decide_layout(model: torch.nn.Module, inputs: Any, train: bool, choice: bool | str,
+                   report: OptimizeReport, dev: str, steps: int, margin: float) -> bool:
+    if choice is True or choice is False:
+        report.channels_last = bool(choice)
+        report.channels_last_reason = "asked for" if choice else "not asked for"
+        return bool(choice)
+    if not _has_nd_convs(model):
+        report.channels_last_reason = "no 2D/3D convolutions"
+        return False
+    try:
+        base = copy.deepcopy(model)
+        cl = copy.deepcopy(model)
+        _apply_channels_last(cl, None)
+        samples = time_interleaved({"as_given": make_step(base, inputs, train),
+                                    "channels_last": make_step(cl, inputs, train)}, dev,
+                                   warmup=2, steps=steps)
+    except Exception as exc:  # noqa: BLE001 - a model that cannot run channels_last keeps its layout
+        report.channels_last_reason = f"channels_last not measurable: {type(exc).__name__}: {exc}"
+        report.notes.append(report.channels_last_reason)
+        return False
+    finally:
+        base = cl = None  # noqa: F841 - free the copies
+    ms = {k: median(v) for k, v in samples.items()}
+    report.layout_ms = ms
+    win = ms["channels_last"] < ms["as_given"] * (1.0 - margin)
+    report.channels_last = win
+    report.channels_last_reason = (
+        f"measured end to end: as given {ms['as_given']:.3f} ms, channels_last "
+        f"{ms['channels_last']:.3f} ms per {'training step' if train else 'inference'}"
+        f" -> {'channels_last' if win else 'as given'}")
+    return win
+
+
+# ---------------------------------------------------------------------- 2. record
+def _record(model: torch.nn.Module, inputs: Any, train: bool,
+            sites: dict[str, _site.Site]) -> dict[str, list[dict[str, Any]]]:
+    buffers = [(b, b.detach().clone()) for b in model.buffers()]
+    for s in sites.values():
+        s.recording = []
+    try:
+        with torch.set_grad_enabled(bool(train)):
+            call_model(model, inputs)
+        return {name: list(s.recording or []) for name, s in sites.items()}
+    finally:
+        for s in sites.values():
+            s.recording = None
+        with torch.no_grad():
+            for b, saved in buffers:
+                b.copy_(saved)
+
+
+# ---------------------------------------------------------------------- 3-4. choices and routes
+class _CallView:
+    """A traced call as `ConvProblem.from_conv_call` reads it (the inner call the engine runs)."""
+
+    def __init__(self, rec: dict[str, Any]) -> None:
+        self.x_shape = rec["x_shape"]
+        self.w_shape = rec["w_shape"]
+        self.y_shape = rec["y_shape"]
+        self.stride = rec["stride"]
+        self.padding = rec["padding"]
+        self.dilation = rec["dilation"]
+        self.groups = rec["groups"]
+        self.transposed = rec["transposed"]
+        self.padding_mode = "zeros"
+        self.dtype = rec["dtype"]
+        self.memory_format = rec["memory_format"]
+
+
+def _math_mode() -> str:
+    return "tf32" if torch.backends.cudnn.allow_tf32 else "strict"
+
+
+def _deterministic() -> bool:
+    return bool(torch.are_deterministic_algorithms_enabled() or torch.backends.cudnn.deterministic)
+
+
+def problems_for(rec: dict[str, Any], train: bool) -> dict[str, Any]:
+    """direction -> ConvProblem for one recorded call (UsageError when it cannot be modelled)."""
+    from ..problem import ConvProblem
+
+    view = _CallView(rec)
+    dirs = ["fprop"]
+    if train and rec["grad"]:
+        if rec["x_requires_grad"]:
+            dirs.append("dgrad")
+        if rec["w_requires_grad"]:
+            dirs.append("wgrad")
+    out = {}
+    for d in dirs:
+        out[d] = ConvProblem.from_conv_call(view, d, math=_math_mode(),
+                                            deterministic=_deterministic())
+    return out
+
+
+def _ranked_keys(result: Any, transposed: bool) -> list[str]:
+    """Winner first, then the other correct, measured candidates by median time."""
+    keys: list[str] = []
+    win = getattr(result, "winner", None)
+    if win is not None:
+        keys.append(win.key)
+    ok = [s for s in getattr(result, "candidates", []) if s.status == "ok"
+          and s.median_s is not None and (s.correctness is None or s.correctness.ok)]
+    ok.sort(key=lambda s: s.median_s)
+    keys += [s.candidate.key for s in ok if s.candidate.key not in keys]
+    if transposed:  # plans are built for ordinary convolutions only
+        keys = [k for k in keys if not k.startswith("cudnn:")]
+    return keys
+
+
+def _baseline(result: Any) -> tuple[str, float | None]:
+    for key in ("torch:heuristic", "cpu:mkldnn-on", "cpu:default"):
+        s = result.stats_for(key) if hasattr(result, "stats_for") else None
+        if s is not None and s.status == "ok" and s.median_s is not None:
+            return key, s.median_s * 1e3
+    return "", None
+
+
+def _executors(keys: list[str], problem: Any, dev: str, notes: list[str]) -> list[Any]:
+    out: list[Any] = []
+    for key in keys:
+        if key.startswith("cudnn:"):
+            if dev != "cuda":
+                continue
+            try:
+                from .plans import PlanExec
+
+                out.append(PlanExec.build(key, problem))
+            except Exception as exc:  # noqa: BLE001 - a plan that does not build is skipped
+                notes.append(f"{key} for {problem.short()} not used: {type(exc).__name__}: {exc}")
+            continue
+        ex = flag_exec(key)
+        if ex is None:
+            notes.append(f"candidate {key} has no runtime route; skipped")
+            continue
+        out.append(ex)
+    return out
+
+
+class _Tuning:
+    """Database lookups and tuning with one backend (a worker process started only if needed)."""
+
+    def __init__(self, db: Any, backend: str, budget_s: float, isolate: bool) -> None:
+        self.db = _open_db(db)
+        self.backend_name = backend
+        self.budget_s = budget_s
+        self.isolate = isolate
+        self._be: Any = None
+        self._worker: Any = None
+        self.env: dict[str, str] | None = None
+        self.available = True
+        self.why = ""
+        try:
+            from ..tune.backend import get_backend
+            from ..tune.harness import environment_of
+
+            self._be = get_backend(backend)
+            self.env = environment_of(self._be)
+        except Exception as exc:  # noqa: BLE001 - no tuner: PyTorch's path everywhere
+            self.available = False
+            self.why = f"tuning backend unavailable ({type(exc).__name__}: {exc})"
+
+    def lookup(self, problem: Any) -> Any:
+        if not self.available or self.db is None or self.env is None:
+            return None
+        try:
+            return self.db.get(problem, self.env)
+        except Exception:  # noqa: BLE001 - the database is a cache
+            return None
+
+    def tune(self, problem: Any, progress: Any = None) -> Any:
+        if not self.available:
+            return None
+        from ..tune.harness import tune_problem
+
+        be = self._be
+        if self.isolate:
+            if self._worker is None:
+                from ..tune.worker import WorkerBackend
+
+                self._worker = WorkerBackend(self.backend_name)
+            be = self._worker
+        return tune_problem(problem, backend=be, db=self.db, budget_s=self.budget_s,
+                            progress=progress)
+
+    def close(self) -> None:
+        if self._worker is not None:
+            try:
+                self._worker.shutdown()
+            except Exception:  # noqa: BLE001
+                pass
+            self._worker = None
+
+
+def _open_db(db: Any) -> Any:
+    if db is False:
+        return None
+    try:
+        from ..db.store import TuningDB
+    except Exception:  # noqa: BLE001
+        return db if db not in (None, False) and hasattr(db, "get") else None
+    if db is None:
+        return TuningDB()
+    if isinstance(db, TuningDB) or hasattr(db, "get"):
+        return db
+    return TuningDB(db)
+
+
+def _build_routes(sites: dict[str, _site.Site], records: dict[str, list[dict[str, Any]]],
+                  train: bool, db: Any, tune_missing: bool, backend: str, budget_s: float,
+                  report: OptimizeReport, progress: Any, isolate: bool, dev: str) -> None:
+    # Unique signatures per site, then unique problems overall.
+    per_site: dict[str, dict[Any, tuple[dict[str, Any], dict[str, Any]]]] = {}
+    unique: dict[str, Any] = {}
+    for name, recs in records.items():
+        sigs: dict[Any, tuple[dict[str, Any], dict[str, Any]]] = {}
+        for rec in recs:
+            if rec["key"] in sigs:
+                continue
+            try:
+                probs = problems_for(rec, train)
+            except Exception as exc:  # noqa: BLE001 - an unmodellable call keeps PyTorch's path
+                report.notes.append(f"{name}: not tunable ({exc}); PyTorch's path")
+                probs = {}
+            sigs[rec["key"]] = (rec, probs)
+            for p in probs.values():
+                unique.setdefault(p.key(), p)
+        per_site[name] = sigs
+    report.problems = len(unique)
+
+    results: dict[str, tuple[Any, str]] = {}
+    tuning = _Tuning(db, backend, budget_s, isolate)
+    if not tuning.available:
+        report.notes.append(tuning.why + "; every convolution runs PyTorch's path")
+    t0 = time.monotonic()
+    try:
+        missing = []
+        for pk, p in unique.items():
+            res = tuning.lookup(p)
+            if res is not None and getattr(res, "winner", None) is not None:
+                results[pk] = (res, "db")
+                report.from_db += 1
+            else:
+                missing.append((pk, p))
+        if missing and tune_missing and tuning.available:
+            prog = progress
+            if prog is None:
+                from ..progress import Progress
+
+                prog = Progress(len(missing), "convdoctor: tuning")
+            try:
+                for pk, p in missing:
+                    prog.update(0, p.short())
+                    try:
+                        res = tuning.tune(p, prog)
+                    except Exception as exc:  # noqa: BLE001 - one problem failing keeps PyTorch's path
+                        report.notes.append(f"tuning {p.short()} failed: {type(exc).__name__}: "
+                                            f"{exc}")
+                        res = None
+                    prog.update(1, p.short())
+                    if res is not None and getattr(res, "winner", None) is not None:
+                        results[pk] = (res, "tuned")
+                        report.tuned += 1
+            finally:
+                if progress is None:
+                    prog.close()
+    finally:
+        tuning.close()
+    report.tuning_s = time.monotonic() - t0
+    report.untuned = len(unique) - len(results)
+
+    exec_cache: dict[str, list[Any]] = {}
+    for name, sigs in per_site.items():
+        s = sites[name]
+        for key, (rec, probs) in sigs.items():
+            chains: dict[str, list[Any]] = {}
+            layer = LayerChoice(layer=name, x_shape=tuple(rec["x_shape"]), dtype=rec["dtype"],
+                                memory_format=rec["memory_format"])
+            for d in DIRS:
+                p = probs.get(d)
+                tuned_execs: list[Any] = []
+                choice = DirectionChoice(direction=d, key="torch:default", source="pytorch")
+                if p is not None:
+                    hit = results.get(p.key())
+                    if hit is not None:
+                        res, src = hit
+                        if p.key() not in exec_cache:
+                            exec_cache[p.key()] = _executors(
+                                _ranked_keys(res, s.transposed), p, dev, report.notes)
+                        tuned_execs = exec_cache[p.key()]
+                        ws = res.winner_stats
+                        bkey, bms = _baseline(res)
+                        choice = DirectionChoice(
+                            direction=d, key=tuned_execs[0].key if tuned_execs else "torch:default",
+                            source=src, problem=p.short(),
+                            winner_ms=None if ws is None or ws.median_s is None
+                            else ws.median_s * 1e3, baseline_ms=bms, baseline_key=bkey)
+                    else:
+                        choice.problem = p.short()
+                chains[d] = _site.build_chain(tuned_execs, dev)
+                choice.chain = [ex.key for ex in chains[d]]
+                if p is not None:
+                    layer.directions.append(choice)
+            s.routes[key] = _site.Route(chains, source="tuned")
+            report.layers.append(layer)
+
+
+class _FirstSight:
+    """Tune a shape the first time it is seen (optimize(..., tune_on_first_sight=True))."""
+
+    def __init__(self, db: Any, backend: str, budget_s: float, train: bool, isolate: bool,
+                 dev: str) -> None:
+        self.db, self.backend, self.budget_s = db, backend, budget_s
+        self.train, self.isolate, self.dev = train, isolate, dev
+
+    def __call__(self, site: _site.Site, key: Any, facts: dict[str, Any]) -> _site.Route | None:
+        rec = dict(facts, y_shape=None, key=key, grad=self.train, x_requires_grad=self.train,
+                   w_requires_grad=self.train)
+        # y shape of the inner call, from the problem arithmetic (fprop)
+        from ..problem import ConvProblem
+
+        if rec["transposed"]:
+            return None
+        probs = problems_for(dict(rec, y_shape=(1, 1, 1)), self.train)
+        tuning = _Tuning(self.db, self.backend, self.budget_s, self.isolate)
+        chains: dict[str, list[Any]] = {}
+        try:
+            for d in DIRS:
+                p = probs.get(d)
+                execs: list[Any] = []
+                if isinstance(p, ConvProblem):
+                    res = tuning.lookup(p) or tuning.tune(p)
+                    if res is not None and res.winner is not None:
+                        execs = _executors(_ranked_keys(res, False), p, self.dev, [])
+                chains[d] = _site.build_chain(execs, self.dev)
+        finally:
+            tuning.close()
+        return _site.Route(chains, source="first-sight")
+
+
+# ---------------------------------------------------------------------- 5. verify
+def _verify(model: torch.nn.Module, inputs: Any, train: bool, sites: dict[str, _site.Site],
+            report: OptimizeReport, dev: str, steps: int, margin: float) -> None:
+    def set_enabled(on: bool) -> None:
+        for s in sites.values():
+            s.enabled = on
+
+    try:
+        twin = copy.deepcopy(model)  # sites are shared with the copy; BN statistics are not
+    except Exception as exc:  # noqa: BLE001
+        report.notes.append(f"not verified end to end (model cannot be copied: {exc})")
+        return
+    step = make_step(twin, inputs, train)
+
+    def routed() -> None:
+        set_enabled(True)
+        step()
+
+    def plain() -> None:
+        set_enabled(False)
+        step()
+
+    try:
+        samples = time_interleaved({"routed": routed, "unrouted": plain}, dev, warmup=2,
+                                   steps=steps)
+    except Exception as exc:  # noqa: BLE001
+        set_enabled(False)
+        report.routing = False
+        report.routing_reason = f"routed model failed end to end ({type(exc).__name__}: {exc}); " \
+                                "PyTorch's path kept"
+        return
+    finally:
+        del twin
+    ms = {k: median(v) for k, v in samples.items()}
+    keep = ms["routed"] <= ms["unrouted"]
+    set_enabled(keep)
+    report.routing = keep
+    report.verify_ms = dict(ms, chosen=ms["routed"] if keep else ms["unrouted"])
+    report.routing_reason = (f"measured end to end: routed {ms['routed']:.3f} ms, PyTorch's path "
+                             f"{ms['unrouted']:.3f} ms -> "
+                             f"{'routed' if keep else 'PyTorch path (routing was not faster)'}")

@@ -1,0 +1,105 @@
+"""cuDNN plans (cudnn-frontend) as executors of one direction, prebuilt at optimize time.
+
+A `PlanExec` wraps one `convdoctor.tune.gpu.cudnn_plan.ConvPlan` for one problem and direction:
+the plan, its workspace and the expected output shape/strides are made once; per call we only check
+strides (a copy when the caller's layout differs from the plan's), allocate the output and run the
+plan on the current stream (so it works under CUDA graph capture). Bias add (fprop) and bias grad
+(wgrad) are done with PyTorch ops. Plans are only used for ordinary (not transposed) convolutions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .execs import ConvArgs
+
+
+class PlanExec:
+    kind = "cudnn"
+
+    def __init__(self, key: str, problem: Any, plan: Any) -> None:
+        from ..tune.gpu import policy
+
+        self.key = key
+        self.problem = problem
+        self.direction = problem.direction
+        self.plan = plan
+        self.workspace = plan.workspace()
+        shapes = policy.role_shapes(problem)
+        self._shape = {r: tuple(s) for r, s in shapes.items()}
+        self._strides = {r: tuple(policy.logical_strides(problem, r)) for r in shapes}
+        self._bias_dims = [0, *range(2, 2 + problem.ndim)]
+
+    @classmethod
+    def build(cls, key: str, problem: Any) -> PlanExec:
+        from ..tune.gpu import policy
+        from ..tune.gpu.cudnn_plan import ConvPlan
+
+        name = policy.plan_name_of(key)
+        if name is None:
+            raise ValueError(f"{key} is not a cudnn plan key")
+        return cls(key, problem, ConvPlan.build(problem, name))
+
+    def _fit(self, role: str, t: torch.Tensor) -> torch.Tensor:
+        want = self._strides[role]
+        if tuple(t.stride()) == want or _same_where_it_matters(t, self._shape[role], want):
+            return t
+        out = torch.empty_strided(self._shape[role], want, dtype=t.dtype, device=t.device)
+        out.copy_(t)
+        return out
+
+    def _out(self, role: str, like: torch.Tensor) -> torch.Tensor:
+        return torch.empty_strided(self._shape[role], self._strides[role], dtype=like.dtype,
+                                   device=like.device)
+
+    def _run(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+        self.plan.execute(a, b, out, workspace=self.workspace,
+                          stream=torch.cuda.current_stream(out.device), check=False)
+
+    def fprop(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
+              a: ConvArgs) -> torch.Tensor:
+        if self.direction != "fprop":
+            raise RuntimeError(f"cudnn plan {self.key} is a {self.direction} plan, not fprop")
+        x, w = self._fit("x", x), self._fit("w", w)
+        y = self._out("y", x)
+        self._run(x, w, y)
+        if b is not None:
+            y.add_(b.view(1, -1, *([1] * self.problem.ndim)))
+        return y
+
+    def backward(self, gy: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
+                 bias_sizes: list[int] | None, a: ConvArgs, mask: tuple[bool, bool, bool]
+                 ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+        gx = gw = gb = None
+        if mask[0]:
+            if self.direction != "dgrad":
+                raise RuntimeError(f"cudnn plan {self.key} is a {self.direction} plan, not dgrad")
+            dy, ww = self._fit("dy", gy), self._fit("w", w)
+            gx = self._out("dx", dy)
+            self._run(dy, ww, gx)
+        if mask[1] or mask[2]:
+            if mask[1]:
+                if self.direction != "wgrad":
+                    raise RuntimeError(
+                        f"cudnn plan {self.key} is a {self.direction} plan, not wgrad")
+                xx, dy = self._fit("x", x), self._fit("dy", gy)
+                gw = self._out("dw", dy)
+                self._run(xx, dy, gw)
+            if mask[2]:
+                gb = gy.sum(dim=self._bias_dims)
+        return gx, gw, gb
+
+    def describe(self) -> str:
+        return f"{self.key} (cuDNN plan, workspace {self.plan.workspace_bytes} B)"
+
+    def __repr__(self) -> str:
+        return f"PlanExec({self.key!r}, {self.direction})"
+
+
+def _same_where_it_matters(t: torch.Tensor, shape: tuple[int, ...], want: tuple[int, ...]) -> bool:
+    """Strides of size-1 dims do not matter (the plan never steps along them)."""
+    if tuple(t.shape) != shape:
+        return False
+    return all(sz <= 1 or s == w for sz, s, w in zip(shape, t.stride(), want, strict=True))

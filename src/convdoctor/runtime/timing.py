@@ -1,0 +1,105 @@
+"""End-to-end step timing: warm-up, many steps, median (device-synchronized on CUDA).
+
+A training step is forward + a scalar loss (mean of every floating output) + backward; gradients
+are dropped after each step (set to None) so they do not pile up. The optimizer step is the same
+work with or without convdoctor, so `bench_optimize.py` adds it where it reports full steps.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+
+def call_model(model: torch.nn.Module, inputs: Any) -> Any:
+    if isinstance(inputs, Mapping):
+        return model(**inputs)
+    if isinstance(inputs, (tuple, list)):
+        return model(*inputs)
+    return model(inputs)
+
+
+def scalar_loss(out: Any) -> torch.Tensor:
+    """Mean of every floating tensor in the output (nested tuples/lists/dicts), summed."""
+    parts: list[torch.Tensor] = []
+
+    def walk(o: Any) -> None:
+        if isinstance(o, torch.Tensor):
+            if o.is_floating_point() and o.requires_grad:
+                parts.append(o.float().mean())
+        elif isinstance(o, Mapping):
+            for v in o.values():
+                walk(v)
+        elif isinstance(o, (tuple, list)):
+            for v in o:
+                walk(v)
+
+    walk(out)
+    if not parts:
+        raise RuntimeError("the model's output has no floating tensor that requires grad")
+    return torch.stack(parts).sum()
+
+
+def make_step(model: torch.nn.Module, inputs: Any, train: bool, *,
+              with_optimizer: bool = False) -> Callable[[], None]:
+    """One step: training = forward, loss, backward (and an SGD-momentum step when asked)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.SGD(params, lr=1e-6, momentum=0.9) if with_optimizer and params else None
+
+    def train_step() -> None:
+        loss = scalar_loss(call_model(model, inputs))
+        loss.backward()
+        if opt is not None:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        else:
+            for p in params:
+                p.grad = None
+
+    def infer_step() -> None:
+        with torch.no_grad():
+            call_model(model, inputs)
+
+    return train_step if train else infer_step
+
+
+def sync(device_type: str) -> None:
+    if device_type == "cuda":
+        torch.cuda.synchronize()
+
+
+def time_steps(step: Callable[[], None], device_type: str, *, warmup: int = 3,
+               steps: int = 10) -> list[float]:
+    """Milliseconds per step, one sample per step, after `warmup` untimed steps."""
+    for _ in range(max(0, warmup)):
+        step()
+    sync(device_type)
+    out: list[float] = []
+    for _ in range(max(1, steps)):
+        t0 = time.perf_counter()
+        step()
+        sync(device_type)
+        out.append((time.perf_counter() - t0) * 1e3)
+    return out
+
+
+def time_interleaved(steps_by_name: Mapping[str, Callable[[], None]], device_type: str, *,
+                     warmup: int = 3, steps: int = 10, rounds: int = 3) -> dict[str, list[float]]:
+    """Alternate the variants in rounds so drift (clocks, other load) hits all of them alike."""
+    samples: dict[str, list[float]] = {k: [] for k in steps_by_name}
+    for name, step in steps_by_name.items():
+        time_steps(step, device_type, warmup=warmup, steps=1)
+        del name
+    per = max(1, steps // max(1, rounds))
+    for _ in range(max(1, rounds)):
+        for name, step in steps_by_name.items():
+            samples[name] += time_steps(step, device_type, warmup=1, steps=per)
+    return samples
+
+
+def median(xs: Sequence[float]) -> float:
+    return float(statistics.median(xs)) if xs else float("nan")

@@ -1,0 +1,314 @@
+"""Routed convolutions compute the same function as PyTorch: outputs and gradients.
+
+Every case runs the stock module, then the same module routed (forward swapped, custom autograd
+Function with fprop forward and dgrad/wgrad backward) through executors that change real backend
+flags (oneDNN off, another memory layout), and compares. CPU cases run everywhere; the `gpu` ones
+run the same through cuDNN flags and cuDNN plans on the device machine.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+from rt_helpers import grads_of, route_all
+
+from convdoctor.runtime import site as S
+
+warnings.filterwarnings("ignore", message=".*padding='same' with even kernel.*")
+
+CASES = {
+    "bias": lambda: nn.Conv2d(6, 8, 3, padding=1),
+    "no_bias": lambda: nn.Conv2d(6, 8, 3, padding=1, bias=False),
+    "groups": lambda: nn.Conv2d(6, 9, 3, groups=3, padding=1),
+    "depthwise": lambda: nn.Conv2d(6, 6, 3, groups=6, padding=1, bias=False),
+    "dilation": lambda: nn.Conv2d(6, 8, 3, dilation=2, padding=2),
+    "strides": lambda: nn.Conv2d(6, 8, 3, stride=(2, 1), padding=(1, 0)),
+    "same_even_asym": lambda: nn.Conv2d(6, 8, 4, padding="same"),
+    "valid": lambda: nn.Conv2d(6, 8, 3, padding="valid"),
+    "reflect": lambda: nn.Conv2d(6, 8, 3, padding=1, padding_mode="reflect"),
+    "replicate": lambda: nn.Conv2d(6, 8, 3, padding=(2, 1), padding_mode="replicate"),
+    "circular": lambda: nn.Conv2d(6, 8, 3, padding=1, padding_mode="circular"),
+    "conv1d": lambda: nn.Conv1d(6, 8, 5, stride=2, padding=2),
+    "conv1d_same": lambda: nn.Conv1d(6, 8, 4, padding="same", dilation=3),
+    "conv3d": lambda: nn.Conv3d(6, 8, 3, padding=1, stride=(1, 2, 2)),
+    "conv3d_circular": lambda: nn.Conv3d(6, 4, 3, padding=1, padding_mode="circular"),
+    "transposed2d": lambda: nn.ConvTranspose2d(6, 8, 3, stride=2, padding=1, output_padding=1),
+    "transposed1d_groups": lambda: nn.ConvTranspose1d(6, 8, 4, stride=2, groups=2),
+    "transposed3d": lambda: nn.ConvTranspose3d(6, 4, 2, stride=2),
+}
+
+
+def _input(module: nn.Module, dev: str, channels_last: bool, dtype: torch.dtype = torch.float32
+           ) -> torch.Tensor:
+    nd = len(module.kernel_size)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 6, *([7] * nd), generator=g).to(device=dev, dtype=dtype)
+    if channels_last and nd == 2:
+        x = x.contiguous(memory_format=torch.channels_last)
+    if channels_last and nd == 3:
+        x = x.contiguous(memory_format=torch.channels_last_3d)
+    return x
+
+
+def _compare(dev: str, name: str, keys: dict[str, str], channels_last: bool, atol: float,
+             rtol: float) -> None:
+    torch.manual_seed(0)
+    m = CASES[name]().to(dev)
+    x = _input(m, dev, channels_last)
+    ref = grads_of(m, x)
+    with torch.no_grad():
+        ref_nograd = m(x)
+    route_all(m, x, keys, dev)
+    got = grads_of(m, x)
+    with torch.no_grad():
+        got_nograd = m(x)
+    S.uninstall(m)
+    assert len(ref) == len(got)
+    for i, (a, b) in enumerate(zip(ref, got, strict=True)):
+        assert a.shape == b.shape, (name, i)
+        torch.testing.assert_close(b, a, atol=atol, rtol=rtol, msg=lambda s, i=i: f"{name}[{i}]: {s}")
+    torch.testing.assert_close(got_nograd, ref_nograd, atol=atol, rtol=rtol)
+
+
+CPU_ROUTES = {
+    "default": {},
+    "mkldnn_off": {"fprop": "cpu:mkldnn-off", "dgrad": "cpu:mkldnn-off", "wgrad": "cpu:mkldnn-off"},
+    "mixed": {"fprop": "cpu:mkldnn-on+nhwc", "dgrad": "cpu:mkldnn-off", "wgrad": "cpu:mkldnn-on"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("route", sorted(CPU_ROUTES))
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "cl"])
+def test_same_function_cpu(name: str, route: str, channels_last: bool) -> None:
+    _compare("cpu", name, CPU_ROUTES[route], channels_last, atol=2e-5, rtol=1e-4)
+
+
+def test_default_route_is_bit_exact_cpu() -> None:
+    """The routed default path calls the same aten kernels: identical bits, not just close."""
+    for name in ("bias", "reflect", "same_even_asym", "conv3d", "transposed2d"):
+        torch.manual_seed(0)
+        m = CASES[name]()
+        x = _input(m, "cpu", False)
+        ref = grads_of(m, x)
+        route_all(m, x, {}, "cpu")
+        got = grads_of(m, x)
+        S.uninstall(m)
+        for a, b in zip(ref, got, strict=True):
+            assert torch.equal(a, b), name
+
+
+def test_unbatched_and_output_size() -> None:
+    m = nn.Conv2d(3, 4, 3, padding=1)
+    x = torch.randn(3, 9, 9)
+    ref = m(x)
+    S.install(m, "m", "cpu")
+    assert torch.equal(m(x), ref)
+    S.uninstall(m)
+    t = nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1)
+    y = torch.randn(1, 4, 5, 5)
+    ref = t(y, output_size=[10, 10])
+    S.install(t, "t", "cpu")
+    got = t(y, output_size=[10, 10])
+    S.uninstall(t)
+    assert got.shape == (1, 3, 10, 10) and torch.equal(got, ref)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_autocast_cpu(dtype: torch.dtype) -> None:
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(4, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 4, 3, padding=1))
+    x = torch.randn(2, 4, 8, 8)
+
+    def run(mod: nn.Module, xx: torch.Tensor) -> torch.Tensor:
+        with torch.autocast("cpu", dtype=dtype):
+            return mod(xx)
+
+    ref = grads_of(m, x, run)
+    for i, sub in enumerate([m[0], m[2]]):
+        S.install(sub, f"c{i}", "cpu")
+    got = grads_of(m, x, run)
+    for sub in (m[0], m[2]):
+        S.uninstall(sub)
+    assert got[0].dtype == ref[0].dtype == dtype
+    for a, b in zip(ref, got, strict=True):
+        assert a.dtype == b.dtype
+        torch.testing.assert_close(b.float(), a.float(), atol=1e-2, rtol=1e-2)
+
+
+def test_no_grad_skips_autograd_function() -> None:
+    m = nn.Conv2d(3, 4, 3)
+    S.install(m, "m", "cpu")
+    with torch.no_grad():
+        y = m(torch.randn(1, 3, 6, 6))
+    assert y.grad_fn is None
+    y2 = m(torch.randn(1, 3, 6, 6))
+    assert y2.grad_fn is not None and "RoutedConv" in type(y2.grad_fn).__name__
+    S.uninstall(m)
+
+
+def test_double_backward_matches() -> None:
+    torch.manual_seed(0)
+    m = nn.Conv2d(3, 4, 3, padding=1)
+    x = torch.randn(1, 3, 5, 5, requires_grad=True)
+
+    def gradgrad() -> torch.Tensor:
+        y = m(x)
+        (gx,) = torch.autograd.grad(y.square().sum(), x, create_graph=True)
+        (ggx,) = torch.autograd.grad(gx.square().sum(), x)
+        return ggx
+
+    ref = gradgrad()
+    S.install(m, "m", "cpu")
+    got = gradgrad()
+    S.uninstall(m)
+    torch.testing.assert_close(got, ref)
+
+
+def test_torch_compile_runs() -> None:
+    """torch.compile of a routed model runs and matches (the stock forward runs inside graphs)."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Conv2d(4, 2, 3))
+    x = torch.randn(2, 3, 8, 8)
+    ref = m(x)
+    for i in (0, 2):
+        S.install(m[i], f"c{i}", "cpu")
+    comp = torch.compile(m, backend="aot_eager", fullgraph=True)
+    got = comp(x)
+    got.sum().backward()
+    for i in (0, 2):
+        S.uninstall(m[i])
+    torch.testing.assert_close(got, ref)
+    assert m[0].weight.grad is not None
+
+
+# ---------------------------------------------------------------------- GPU
+GPU_ROUTES = {
+    "heuristic": {"fprop": "torch:heuristic", "dgrad": "torch:heuristic", "wgrad": "torch:heuristic"},
+    "mixed": {"fprop": "torch:benchmark", "dgrad": "torch:deterministic", "wgrad": "torch:cudnn-off"},
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("route", sorted(GPU_ROUTES))
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "cl"])
+def test_same_function_gpu(name: str, route: str, channels_last: bool) -> None:
+    prev = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        _compare("cuda", name, GPU_ROUTES[route], channels_last, atol=1e-4, rtol=1e-3)
+    finally:
+        torch.backends.cudnn.allow_tf32 = prev
+
+
+def _plan_route(m: nn.Module, x: torch.Tensor) -> S.Site:
+    """Route `m` through cuDNN plans (the heuristic plan of each direction)."""
+    from convdoctor.runtime.optimizer import problems_for
+    from convdoctor.runtime.plans import PlanExec
+    from convdoctor.tune.gpu.cudnn_plan import ConvPlan
+
+    site = S.install(m, "m", "cuda")
+    site.recording = []
+    with torch.enable_grad():
+        m(x.detach().requires_grad_(True))
+    rec = site.recording[0]
+    site.recording = None
+    probs = problems_for(rec, True)
+    chains = {}
+    for d in S.DIRS:
+        plan = ConvPlan.build(probs[d])
+        chains[d] = S.build_chain([PlanExec("cudnn:" + plan.name, probs[d], plan)], "cuda")
+    site.routes[rec["key"]] = S.Route(chains)
+    return site
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["bias", "no_bias", "groups", "depthwise", "dilation", "strides",
+                                  "same_even_asym", "reflect", "conv1d", "conv3d"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "cl"])
+def test_cudnn_plan_same_function_gpu(name: str, dtype: torch.dtype, channels_last: bool) -> None:
+    pytest.importorskip("cudnn")
+    prev = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        torch.manual_seed(0)
+        m = CASES[name]().to("cuda", dtype)
+        x = _input(m, "cuda", channels_last, dtype)
+        ref = grads_of(m, x)
+        site = _plan_route(m, x)
+        got = grads_of(m, x)
+        used = {d: site.routes[next(iter(site.routes))].current(i).key
+                for i, d in enumerate(S.DIRS)}
+        S.uninstall(m)
+        assert all(k.startswith("cudnn:") for k in used.values()), used  # no silent fallback
+        tol = {torch.float32: (1e-4, 1e-3), torch.float16: (2e-2, 2e-2),
+               torch.bfloat16: (1e-1, 5e-2)}[dtype]
+        for a, b in zip(ref, got, strict=True):
+            torch.testing.assert_close(b.float(), a.float(), atol=tol[0], rtol=tol[1])
+    finally:
+        torch.backends.cudnn.allow_tf32 = prev
+
+
+@pytest.mark.gpu
+def test_autocast_gpu() -> None:
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(4, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 4, 3, padding=1)).cuda()
+    x = torch.randn(2, 4, 16, 16, device="cuda")
+
+    def run(mod: nn.Module, xx: torch.Tensor) -> torch.Tensor:
+        with torch.autocast("cuda", dtype=torch.float16):
+            return mod(xx)
+
+    ref = grads_of(m, x, run)
+    for i in (0, 2):
+        S.install(m[i], f"c{i}", "cuda")
+    got = grads_of(m, x, run)
+    for i in (0, 2):
+        S.uninstall(m[i])
+    for a, b in zip(ref, got, strict=True):
+        assert a.dtype == b.dtype
+        torch.testing.assert_close(b.float(), a.float(), atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("plans", [False, True], ids=["flags", "cudnn_plans"])
+def test_cuda_graph_capture_gpu(plans: bool) -> None:
+    """A routed training step captured in a CUDA graph and replayed gives the eager result."""
+    if plans:
+        pytest.importorskip("cudnn")
+    torch.manual_seed(0)
+    m = nn.Conv2d(8, 8, 3, padding=1).cuda()
+    x = torch.randn(4, 8, 16, 16, device="cuda")
+    ref = grads_of(m, x)
+    if plans:
+        _plan_route(m, x)
+    else:
+        route_all(m, x, GPU_ROUTES["heuristic"], "cuda")
+    static_x = x.clone().requires_grad_(True)
+    gen = torch.Generator(device="cpu").manual_seed(123)
+    g = torch.randn(ref[0].shape, generator=gen).cuda()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):  # warm-up on a side stream, as CUDA graphs require
+            m.zero_grad(set_to_none=True)
+            static_x.grad = None
+            m(static_x).backward(g)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    m.zero_grad(set_to_none=True)
+    static_x.grad = None
+    with torch.cuda.graph(graph):
+        y = m(static_x)
+        y.backward(g)
+    graph.replay()
+    torch.cuda.synchronize()
+    S.uninstall(m)
+    torch.testing.assert_close(y, ref[0], atol=1e-3, rtol=1e-3)
+    torch.testing.assert_close(static_x.grad, ref[1], atol=1e-3, rtol=1e-3)
+    torch.testing.assert_close(m.weight.grad, ref[2], atol=1e-3, rtol=1e-3)
