@@ -90,7 +90,7 @@ for name, rep in (("real", doc), ("fault", fault)):
     ok = sum(1 for c in sm.get("cases", []) if c.get("ok")); n = sum(1 for c in sm.get("cases", []) if not c.get("skipped"))
     print(f"{name}: findings {[f['id'] + ':' + f['severity'] for f in rep['findings']]}; torch {t.get('version')} cuDNN {t.get('cudnn_compiled')}/{t.get('cudnn_runtime')}; smoke {ok}/{n} ok")
     for f in rep["findings"]:
-        if f["id"] in ("cudnn-shadowed", "cudnn-sublibraries-mixed", "cudnn-cuda-major-mismatch", "cudnn-version-mismatch"):
+        if f["severity"] != "info":
             print(f"  {f['id']}: {f['title']}\n    fix: {f['fix']}")
             for e in f["evidence"]:
                 print(f"    evidence: {e}")

@@ -63,6 +63,10 @@ class FakeSystem(System):
             return ChildResult(error=f"{script}: no canned answer", returncode=1)
         if isinstance(ans, str):
             return ChildResult(error=ans)
+        if "_crash" in ans:  # printed some lines, then died (e.g. SIGABRT inside cuDNN)
+            payload = {k: v for k, v in ans.items() if not k.startswith("_")}
+            return ChildResult(lines=[payload] if payload else [], error=ans["_crash"], returncode=-6,
+                               stderr_tail=ans.get("_stderr", ""))
         return ChildResult(data=ans, returncode=0)
 
 

@@ -146,6 +146,30 @@ def test_partial_cu12_predicted_without_running_torch(tmp_path: Path) -> None:
     assert pred["libcudnn_ops.so.9"]["dir"] == OWN
 
 
+def test_real_h100_fault_as_measured(tmp_path: Path) -> None:
+    """What the H100 really did (run 1, 11:05 UTC): the cu12 libcudnn_graph.so.9 on LD_LIBRARY_PATH was
+    loaded by torch's own libcudnn.so.9, cudnn.version() raised 9.19.0 vs 9.1.0, and the first conv
+    aborted the process: 'undefined symbol: cudnnGetLibConfig'."""
+    m = _partial_cu12(tmp_path)
+    extra = "/repo/.gpu-extra/cudnn-cu12/lib"
+    stderr = f"Could not load symbol cudnnGetLibConfig. Error: {extra}/libcudnn_graph.so.9: undefined symbol: cudnnGetLibConfig\n"
+    t = m.children["torch"]
+    t.update(stage="import", maps={"libs": [f"{OWN}/libcudnn.so.9", f"{extra}/libcudnn_graph.so.9"]},
+             cudnn_version_check_error="RuntimeError: cuDNN version incompatibility: PyTorch was compiled  against (9, 19, 0) but found runtime version (9, 1, 0).",
+             _crash="killed by signal 6 (SIGABRT)", _stderr=stderr)
+    t.pop("conv_ok", None)
+    m.children["smoke"] = {"_crash": "killed by signal 6 (SIGABRT)", "_stderr": stderr}
+    r = diagnose(system=m.system(), smoke=None)
+    assert ids(r) == {"cudnn-shadowed", "cudnn-sublibraries-mixed", "cudnn-version-mismatch", "cudnn-cuda-major-mismatch",
+                      "framework-conv-failed", "smoke-conv-failed"}
+    conv = one(r, "framework-conv-failed")
+    assert "SIGABRT" in conv.title and any("cudnnGetLibConfig" in e for e in conv.evidence)
+    assert any(e.startswith("explained by: ") and "cudnn-sublibraries-mixed" in e for e in conv.evidence)
+    sm = one(r, "smoke-conv-failed")
+    assert "cudnn-sublibraries-mixed" in sm.fix
+    assert r.facts["torch"]["value"]["cudnn_runtime"] == "9.1.0"  # kept from the lines printed before the crash
+
+
 def test_sm61_gpu_with_cudnn_919(tmp_path: Path) -> None:
     m = healthy(tmp_path).driver(gpus=(("NVIDIA GeForce GTX 1080", "6.1"),))
     r = diagnose(system=m.system())

@@ -26,7 +26,7 @@ def diagnose(*, smoke: bool | None = False, system: System | None = None, run_co
     """
     from ..progress import Progress
     from .probes import PROBES
-    from .smoke import run_smoke, smoke_findings
+    from .smoke import explain_failures, run_smoke, smoke_findings
 
     system = system or System()
     data = load_data()
@@ -40,8 +40,11 @@ def diagnose(*, smoke: bool | None = False, system: System | None = None, run_co
         bar = Progress(len(PROBES) + 1, "convdoctor env", enabled=progress)
         facts = run_probes(system, run_conv=run_conv, on_probe=lambda name: bar.update(1, name))
         findings = apply_rules(facts, data)
+        findings = explain_failures(findings, data)
         visible = bool(facts["gpus"].value.get("visible")) if "gpus" in facts else False
-        torch_cuda = bool(facts.get("torch") and facts["torch"].value.get("cuda_available"))
+        # a CUDA torch build, even one whose probe child crashed: the smoke test shows how it fails
+        torch_cuda = bool(facts.get("torch") and (facts["torch"].value.get("cuda_available")
+                                                  or facts["torch"].value.get("build") == "cuda"))
         if smoke is None:
             smoke = visible and torch_cuda
         if smoke:

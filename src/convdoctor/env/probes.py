@@ -365,11 +365,13 @@ def probe_cudnn_versions(ctx: ProbeContext) -> Fact:
         if c["family"] in ("cudnn", "cudnn-sub") and c.get("version_source") == "cudnnGetVersion":
             known.setdefault(c["dir"], set()).add((c["version"], c.get("cuda_major")))
     for c in copies:
-        if c["family"] == "cudnn-sub" and not c.get("version") and len(known.get(c["dir"], ())) == 1:
-            (ver, cm), = known[c["dir"]]
+        if c["family"] != "cudnn-sub" or len(known.get(c["dir"], ())) != 1:
+            continue
+        (ver, cm), = known[c["dir"]]
+        if not c.get("version"):
             c["version"], c["version_source"] = ver, "inferred: same directory as a library that reported it"
-            if cm and not c.get("cuda_major"):
-                c["cuda_major"] = cm
+        if cm and not c.get("cuda_major") and c.get("version") == ver:
+            c["cuda_major"], c["cuda_major_source"] = cm, "inferred: same directory as a library that reported it"
     fact.value = {"results": results}
     return fact
 
@@ -417,16 +419,22 @@ def probe_torch(ctx: ProbeContext) -> Fact:
     # import torch in a child only where it can tell more than version.py: a CUDA build
     if v["build"] == "cuda" or drv.get("present"):
         res = ctx.child("torch", "torch_probe", ("conv",) if ctx.run_conv else (), timeout=TORCH_TIMEOUT)
-        if res.error and not isinstance(res.data, dict):
-            fact.problem("import torch (child process)", res.error)
-            v["child_error"] = res.error
+        staged = [ln for ln in res.lines if isinstance(ln, dict) and "stage" in ln]
+        d = staged[-1] if staged else (res.data if isinstance(res.data, dict) else None)
+        if d is None:
+            fact.problem("import torch (child process)", res.error or "no output")
+            v["child_error"] = res.error or "no output"
             v["child_stderr_tail"] = res.stderr_tail[-800:]
-        elif isinstance(res.data, dict):
-            d = res.data
+        else:
             for k, val in d.items():
                 if k == "version" or k not in v or val is not None:
                     v[k] = val
             fact.sources.append("import torch in a child process (torch._C._cudnn, _cuda_getArchFlags, /proc/self/maps)")
+            if d.get("stage") == "import" and res.error:
+                # it died after printing its facts: during the one tiny conv
+                v["conv_ok"] = False
+                v["conv_crashed"] = res.error
+                v["conv_error"] = f"the process was {res.error}: " + " | ".join(res.stderr_tail.strip().splitlines()[-3:])[:800]
     else:
         v["child_skipped"] = "CPU-only build and no NVIDIA driver: importing torch adds nothing"
     fact.value = v

@@ -205,6 +205,18 @@ def rule_import_failed(facts: dict[str, Fact], data: RuleData) -> list[Finding]:
                  evidence=[f"python -c 'import torch' in a child: {err[:300]}"])]
 
 
+def rule_conv_failed(facts: dict[str, Fact], data: RuleData) -> list[Finding]:
+    t = _v(facts, "torch")
+    if t.get("conv_ok") is not False:
+        return []
+    err = str(t.get("conv_error") or "unknown error")
+    return [make(data, "framework-conv-failed", layer="torch", framework="torch", error=err.splitlines()[0][:200],
+                 fix_cmd="Fix the cuDNN library findings of this report first (they explain this failure); "
+                         "if there are none, run: convdoctor explain '<the error text>'",
+                 evidence=[f"torch child: {err[:600]}"] + ([f"torch.backends.cudnn.version(): {t['cudnn_version_check_error'][:300]}"]
+                                                          if t.get("cudnn_version_check_error") else []))]
+
+
 def _loaded_cudnn(facts: dict[str, Fact]) -> tuple[list[dict[str, Any]], str]:
     """The libcudnn* copies torch loads: the mapped ones if a child really loaded them, else predicted."""
     r = _v(facts, "resolution")
@@ -362,9 +374,11 @@ def rule_cudnn_versions(facts: dict[str, Fact], data: RuleData) -> list[Finding]
         need = data.compat["jax_cudnn_min"]["rows"].get(f"cuda{p['cuda_major']}", {}).get("min_cudnn")
         rc = _generic_winner(facts, "libcudnn.so.9")
         if need and rc and rc.get("version") and _vt(rc["version"]) < _vt(need):
+            fix = _cudnn_fix(facts, data, str(p["cuda_major"]), None)
+            if "LD_LIBRARY_PATH" in str(rc.get("via")):
+                fix = _ld_without(_v(facts, "environ"), rc["dir"]) + f"   # drop {rc['dir']} from LD_LIBRARY_PATH"
             out.append(make(data, "cudnn-version-mismatch", layer="jax", framework=f"jax_cuda{p['cuda_major']}_plugin {p['version']}",
-                            compiled=f">= {need}", runtime=rc["version"],
-                            fix_cmd=_cudnn_fix(facts, data, str(p["cuda_major"]), None),
+                            compiled=f"(needs) >= {need}", runtime=rc["version"], fix_cmd=fix,
                             evidence=[f"jax_cuda{p['cuda_major']}_plugin needs cuDNN >= {need}", f"first libcudnn.so.9: {rc['path']} ({rc['version']})"]))
     return out
 
@@ -547,6 +561,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("cpu-only-build", rule_cpu_only),
     ("no-torch", rule_no_torch),
     ("framework-import-failed", rule_import_failed),
+    ("framework-conv-failed", rule_conv_failed),
     ("cudnn-not-found", rule_cudnn_not_found),
     ("cudnn-version-mismatch", rule_cudnn_versions),
     ("cudnn-cuda-major-mismatch", rule_cudnn_cuda_major),

@@ -5,6 +5,7 @@ float64 CPU reference) and turn failures into findings that say which env check 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from ..report import Finding
@@ -34,10 +35,31 @@ def _explained_by(error: str) -> list[str]:
     return hits
 
 
+def explain_failures(findings: list[Finding], data: RuleData) -> list[Finding]:
+    """Add 'explained by: <ids>' to framework-conv-failed, from the error text and what else fired."""
+    fired = [f.id for f in findings]
+    out = []
+    for f in findings:
+        if f.id == "framework-conv-failed":
+            hit = [i for i in _explained_by(" ".join(f.evidence)) if i in fired]
+            if hit:
+                f = replace(f, evidence=(*f.evidence, "explained by: " + ", ".join(hit)),
+                            fix="Fix " + ", ".join(hit) + " (in this report) first: they explain this failure.")
+        out.append(f)
+    return out
+
+
 def smoke_findings(fact: Fact, data: RuleData, fired: list[str]) -> list[Finding]:
     v: dict[str, Any] = fact.value
     if not v.get("ran"):
-        return [make(data, "smoke-skipped", why=v.get("error", "not run"), evidence=[v.get("stderr_tail", "")[-300:]] if v.get("stderr_tail") else [])]
+        err = str(v.get("error", "not run"))
+        if err.startswith("killed by signal"):
+            # the smoke child died (abort/segfault inside cuDNN): that IS a failed convolution
+            tail = " | ".join(str(v.get("stderr_tail", "")).strip().splitlines()[-3:])
+            v = {"ran": True, "cases": [{"device": 0, "case": "the first", "phase": "(process died)", "ok": False,
+                                         "error": f"the smoke process was {err}: {tail}"[:1500]}]}
+        else:
+            return [make(data, "smoke-skipped", why=err, evidence=[str(v.get("stderr_tail", ""))[-300:]] if v.get("stderr_tail") else [])]
     out: list[Finding] = []
     for c in v.get("cases", []):
         if c.get("skipped") or c.get("ok"):

@@ -149,7 +149,16 @@ class System:
             if res.lines and isinstance(res.lines[-1], dict) and script != "libinfo":
                 res.data = res.lines[-1]
         if res.returncode and res.returncode < 0:
-            res.error = f"killed by signal {-res.returncode}"
+            res.error = f"killed by signal {-res.returncode}{_signame(-res.returncode)}"
         elif res.data is None and not res.lines:
             res.error = f"exit code {res.returncode}: {res.stderr_tail.strip().splitlines()[-1:] or 'no output'}"
         return res
+
+
+def _signame(num: int) -> str:
+    import signal
+
+    try:
+        return f" ({signal.Signals(num).name})"
+    except ValueError:
+        return ""

@@ -66,7 +66,12 @@ def main():
     except Exception as exc:  # noqa: BLE001
         out["cuda_available"] = False
         out["cuda_error"] = f"{type(exc).__name__}: {exc}"
+    out["maps"] = maps()
+    # print what we know now: if the conv below kills the process (abort in a mixed cuDNN), the
+    # parent still has the versions and the libraries mapped so far
+    print(json.dumps({"stage": "import", **out}), flush=True)
     if out.get("cuda_available") and len(sys.argv) > 1 and sys.argv[1] == "conv":
+        out["conv_started"] = True
         try:
             x = torch.randn(1, 4, 8, 8, device="cuda")
             w = torch.randn(4, 4, 3, 3, device="cuda")
@@ -81,4 +86,4 @@ def main():
 
 
 if __name__ == "__main__":
-    json.dump(main(), sys.stdout)
+    print(json.dumps({"stage": "done", **main()}), flush=True)
