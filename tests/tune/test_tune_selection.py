@@ -104,7 +104,9 @@ def test_persistent_slowdown_marks_result_degraded() -> None:
     cfg = HarnessConfig(budget_s=3.0, now=w.now, sleep=w.sleep, throttle_pause_s=0.05,
                         max_throttle_retries=3)
     r = Harness(SimBackend(w), cfg).run(PROBLEM, {"backend": "sim"})
-    assert r.degraded
+    assert r.degraded and r.winner is None
+    assert {s.status for s in r.candidates} == {"not-measured"}
+    assert any("slowdown" in n for n in r.notes)
 
 
 def test_wrong_engine_is_disqualified_even_when_fastest() -> None:

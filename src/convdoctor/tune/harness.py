@@ -377,6 +377,10 @@ class Harness:
             result.winner, result.noise_band = winner, band
             if self.degraded:
                 result.degraded = True
+                for lv in lives:
+                    if lv.stats.status == "ok" and not lv.stats.samples:
+                        lv.stats.status = "not-measured"
+                        lv.stats.reason = "the device was slowed down before it was timed"
                 result.notes.append("the device reported a slowdown (GPU clock throttling, or CPU "
                                     "time taken by other processes) that did not clear: result "
                                     "not trusted, not stored")

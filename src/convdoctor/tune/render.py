@@ -99,7 +99,8 @@ def summary_table(results: list[TuneResult], peaks: dict[str, Any] | None) -> st
 
 def candidate_table(result: TuneResult) -> str:
     rows = []
-    order = {"ok": 0, "screened-out": 1, "disqualified": 2, "failed": 3, "unsupported": 4}
+    order = {"ok": 0, "screened-out": 1, "disqualified": 2, "failed": 3, "unsupported": 4,
+             "not-measured": 5}
     for s in sorted(result.candidates, key=lambda s: (order.get(s.status, 9),
                                                       s.median_s or math.inf)):
         ci = s.ci_s

@@ -16,8 +16,9 @@ from ..problem import ConvProblem
 from .backend import Candidate, Correctness
 
 # ok: measured and correct; disqualified: wrong output; failed: crashed, hung or raised;
-# screened-out: dropped by the early screen (too slow to matter); unsupported: the backend said no.
-STATUSES = ("ok", "disqualified", "failed", "screened-out", "unsupported")
+# screened-out: dropped by the early screen (too slow to matter); unsupported: the backend said no;
+# not-measured: correct, but the device was slowed down (throttled, contended) before it was timed.
+STATUSES = ("ok", "disqualified", "failed", "screened-out", "unsupported", "not-measured")
 
 BASELINE_KEYS = ("torch:heuristic", "torch:benchmark")
 CPU_BASELINE_KEYS = ("cpu:mkldnn-on",)   # PyTorch's default CPU path
