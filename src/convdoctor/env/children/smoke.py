@@ -28,9 +28,10 @@ def main():
     torch.backends.cudnn.enabled = True
     out["ran"] = True
     g = torch.Generator().manual_seed(0)
-    x64 = torch.randn(2, 8, 16, 16, generator=g, dtype=torch.float64)
-    w64 = torch.randn(16, 8, 3, 3, generator=g, dtype=torch.float64)
-    gy64 = torch.randn(2, 16, 16, 16, generator=g, dtype=torch.float64)
+    # big enough (reduction of 64*3*3 = 576) that cuDNN picks tensor-core engines for TF32/fp16/bf16
+    x64 = torch.randn(2, 64, 32, 32, generator=g, dtype=torch.float64)
+    w64 = torch.randn(64, 64, 3, 3, generator=g, dtype=torch.float64)
+    gy64 = torch.randn(2, 64, 32, 32, generator=g, dtype=torch.float64)
     xr, wr = x64.clone().requires_grad_(True), w64.clone().requires_grad_(True)
     yr = torch.nn.functional.conv2d(xr, wr, padding=1)
     yr.backward(gy64)
@@ -66,6 +67,11 @@ def main():
                 r["phase"] = phase
                 r["error"] = f"{type(exc).__name__}: {exc}"[:1500]
             out["cases"].append(r)
+    # did TF32 really run? (its error is far above strict fp32's when tensor cores were used)
+    for dev in range(torch.cuda.device_count()):
+        by = {c["case"]: c for c in out["cases"] if c["device"] == dev and "rel_err" in c}
+        if "fp32" in by and "tf32" in by:
+            by["tf32"]["tf32_effective"] = max(by["tf32"]["rel_err"].values()) > 10 * max(by["fp32"]["rel_err"].values())
     out["seconds"] = round(time.perf_counter() - t0, 3)
     return out
 
