@@ -70,6 +70,12 @@ def summary(report: Report) -> str:
             ok = sum(1 for c in cases if c.get("ok"))
             run = sum(1 for c in cases if not c.get("skipped"))
             lines.append(f"smoke:     {ok}/{run} conv cases correct ({sm.get('seconds', '?')} s)")
+            for c in cases:
+                errs = c.get("rel_err") or {}
+                if errs:
+                    worst = max(errs.values())
+                    tf = {True: ", TF32 took effect", False: ", TF32 did not change the result"}.get(c.get("tf32_effective"), "")
+                    lines.append(f"           GPU {c.get('device')} {c.get('case'):<5} max rel err {worst:.1e} (tol {c.get('tol'):.0e}){tf}")
         else:
             lines.append(f"smoke:     not run ({sm.get('error')})")
     return "\n".join(lines)
