@@ -250,7 +250,8 @@ def rule_shadowed(facts: dict[str, Fact], data: RuleData) -> list[Finding]:
     loaded, how = _loaded_cudnn(facts)
     pred = r.get("predicted") or {}
     env = _v(facts, "environ")
-    for c in sorted(loaded, key=lambda c: c.get("family") != "cudnn"):
+    # the shim first, then copies whose version the library itself reported
+    for c in sorted(loaded, key=lambda c: (c.get("family") != "cudnn", c.get("version_source") != "cudnnGetVersion")):
         if c["dir"] == own or _real_dir(c) in own_real:
             continue
         name = c.get("name") or os.path.basename(c["path"])
@@ -396,7 +397,7 @@ def rule_cudnn_cuda_major(facts: dict[str, Fact], data: RuleData) -> list[Findin
     if not cuda:
         return []
     loaded, how = _loaded_cudnn(facts)
-    for c in loaded:
+    for c in sorted(loaded, key=lambda c: not c.get("cudart_version")):  # measured CUDA majors first
         cm = c.get("cuda_major")
         if cm and str(cm) != cuda.split(".")[0]:
             major = cuda.split(".")[0]
