@@ -46,7 +46,8 @@ PROBLEMS = {
 DIRECTIONS = ("fprop", "dgrad", "wgrad")
 REPS = 5
 WARMUPS = 2
-DEADLINE_S = 150.0
+DEADLINE_S = 120.0
+CASE_CAP_S = 15.0
 
 
 def log(msg: str) -> None:
@@ -61,7 +62,8 @@ def problems() -> list[tuple[str, ConvProblem]]:
     return out
 
 
-def measure(backend: CudaBackend, problem: ConvProblem, cand: Candidate) -> dict:
+def measure(backend: CudaBackend, problem: ConvProblem, cand: Candidate,
+            best_ms: float = float("inf")) -> dict:
     rec: dict = {"key": cand.key, "workspace": cand.workspace_bytes, "notes": list(cand.notes),
                  "deterministic": cand.deterministic}
     t0 = time.perf_counter()
@@ -78,11 +80,21 @@ def measure(backend: CudaBackend, problem: ConvProblem, cand: Candidate) -> dict
         t1 = time.perf_counter()
         runner.warmup()
         rec["first_run_ms_wall"] = (time.perf_counter() - t1) * 1e3
+        if rec["first_run_ms_wall"] > 1000.0 and best_ms < 100.0:
+            rec.update(status="screened-out", reason="first run over 1 s (smoke only)")
+            return rec
+        t2 = 0.0
         for _ in range(WARMUPS - 1):
+            t1 = time.perf_counter()
             runner.warmup()
+            t2 = (time.perf_counter() - t1) * 1e3
         c = runner.check()
         rec.update(ok=c.ok, rel_err=c.max_rel_err, tol=c.tolerance, check_detail=c.detail)
-        samples = runner.time(REPS)
+        # hopeless candidates (a warm run far slower than the best so far) get one sample only,
+        # the smoke is not the tuner (the harness screens properly)
+        slow = t2 > max(20.0, 8.0 * best_ms)
+        rec["screened_slow"] = slow
+        samples = runner.time(1 if slow else REPS)
         rec["samples_ms"] = [s * 1e3 for s in samples]
         rec["median_ms"] = statistics.median(samples) * 1e3
         rec["timing_mode"] = getattr(runner, "timing_mode", "")
@@ -156,8 +168,16 @@ def main() -> int:
             except Exception as exc:  # noqa: BLE001
                 case["convplan_default"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
             recs = []
+            best_ms = float("inf")
             for c in cands:
-                recs.append(measure(backend, p, c))
+                if time.perf_counter() - t0 > CASE_CAP_S:
+                    recs.append({"key": c.key, "status": "skipped",
+                                 "reason": f"smoke case time cap {CASE_CAP_S:.0f} s"})
+                    continue
+                r = measure(backend, p, c, best_ms)
+                recs.append(r)
+                if r.get("status") == "ok":
+                    best_ms = min(best_ms, r["median_ms"])
             case["results"] = recs
             ok = [r for r in recs if r.get("status") == "ok"]
             cud = [r for r in ok if r["key"].startswith("cudnn:")]
@@ -172,6 +192,8 @@ def main() -> int:
             case["n_disqualified"] = sum(1 for r in recs if r.get("status") == "disqualified")
             case["n_failed"] = sum(1 for r in recs if r.get("status") in ("failed",))
             case["n_unsupported"] = sum(1 for r in recs if r.get("status") == "unsupported")
+            case["n_skipped"] = sum(1 for r in recs if r.get("status") in ("skipped",
+                                                                          "screened-out"))
             case["max_err_ok"] = max((r["rel_err"] for r in ok), default=None)
             if pk is not None and bestc:
                 case["roofline_best"] = roofline.roofline_for(p, bestc["median_ms"] / 1e3, pk)
@@ -179,9 +201,14 @@ def main() -> int:
             case["clock"] = ({"sm_mhz": rd.sm_clock_mhz, "reasons": reason_names(rd.reasons),
                               "slowdown": rd.slowdown} if rd else None)
             log(f"{label}: {len(cands)} cands, ok {case['n_ok']}, disq {case['n_disqualified']}, "
-                f"failed {case['n_failed']}, best cudnn {case['best_cudnn']}, "
-                f"bench {case['torch:benchmark']}, off {case['torch:cudnn-off']} "
-                f"({time.perf_counter() - t0:.1f}s)")
+                f"failed {case['n_failed']}, unsup {case['n_unsupported']}, skipped "
+                f"{case['n_skipped']}, max err ok "
+                f"{case['max_err_ok']}, best cudnn {case['best_cudnn']}, heur "
+                f"{case['torch:heuristic']}, bench {case['torch:benchmark']}, off "
+                f"{case['torch:cudnn-off']} ({time.perf_counter() - t0:.1f}s)")
+            for r in recs:
+                if r.get("status") in ("disqualified", "failed", "unsupported"):
+                    log(f"    {r['status']}: {r['key']} {r.get('check_detail') or r.get('reason')}")
         except Exception as exc:  # noqa: BLE001
             case["error"] = f"{type(exc).__name__}: {exc}"[:500]
             case["tb"] = traceback.format_exc()[-3000:]
@@ -189,6 +216,7 @@ def main() -> int:
         finally:
             cudnn_plan.clear_cache()
             torch.cuda.empty_cache()
+            (out / "tune_gpu_smoke.json").write_text(json.dumps(report, indent=1, default=str))
 
     backend.shutdown()
     report["wall_s"] = time.perf_counter() - t_start

@@ -228,6 +228,12 @@ def test_percent_of_roofline_compute_and_memory_bound() -> None:
     assert roofline.math_key("float32", "strict") == "float32/strict"
 
 
+def test_cover_for_spin_margin() -> None:
+    assert timing.cover_for(0.0) == pytest.approx(30e-6)
+    assert timing.cover_for(100e-6) == pytest.approx(180e-6)
+    assert timing.cover_for(1.0) == 0.05
+
+
 def test_choose_batch() -> None:
     assert timing.choose_batch(1e-3) == 1
     assert timing.choose_batch(50e-6) == 1

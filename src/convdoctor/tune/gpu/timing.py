@@ -1,24 +1,30 @@
 """GPU timing: an L2 flush sized to the device, CUDA events, batched launches or CUDA graph replay.
 
-`time_launches(fn, reps)` returns one time per rep, in seconds per launch:
+`LaunchTimer(fn).time(reps)` returns one time per rep, in seconds per launch:
 - before each rep the L2 is flushed (a memset over a buffer twice the device's L2), on the same
   stream, before the start event: the flush is outside the timed interval;
-- a rep is `batch` back-to-back launches between two CUDA events (batch=1 for kernels long enough to
-  time alone); with `graph=True` the batch is captured once into a CUDA graph and replayed, which
-  removes the CPU launch gaps that dominate microsecond kernels. Capture failures fall back to
-  plain launches (reported in `TimingInfo.mode`).
+- then a GPU spin (`torch.cuda._sleep`) long enough to cover the CPU's enqueueing of the start
+  event, the launches and the end event: without it the interval would include the host's launch
+  latency (tens of microseconds for a PyTorch convolution call), which is not GPU time and would
+  bias comparisons against paths with more host overhead (measured on an H100: a 16 us depthwise
+  kernel timed as 72 us through PyTorch without the spin);
+- a rep is `batch` back-to-back launches between two CUDA events (batch=1 for kernels of 50 us or
+  more); for batches the launches are captured once into a CUDA graph and replayed, which removes
+  the gaps between launches. Capture failures fall back to plain launches (`TimingInfo.mode`/note);
 - only the first launch of a batch starts from a cold L2; batches are used only for kernels under
-  `auto_batch_below_s`, whose working set mostly stays in L2 anyway (documented in docs/tune-gpu.md).
+  50 us, whose working set mostly stays in L2 anyway (documented in docs/tune-gpu.md).
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 _FLUSHERS: dict[int, L2Flusher] = {}
+_SPIN_HZ: dict[int, float] = {}
 
 
 class L2Flusher:
@@ -51,11 +57,51 @@ def flusher(device: int | None = None) -> L2Flusher:
     return f
 
 
+def spin_rate(device: int) -> float:
+    """Cycles per second of `torch.cuda._sleep` on this device (calibrated once), 0 if absent."""
+    import torch
+
+    if device in _SPIN_HZ:
+        return _SPIN_HZ[device]
+    rate = 0.0
+    sleep = getattr(torch.cuda, "_sleep", None)
+    if sleep is not None:
+        try:
+            cycles = 2_000_000
+            sleep(cycles)  # first call loads the kernel
+            torch.cuda.synchronize()
+            best = math.inf
+            for _ in range(3):
+                s = torch.cuda.Event(enable_timing=True)
+                e = torch.cuda.Event(enable_timing=True)
+                s.record()
+                sleep(cycles)
+                e.record()
+                e.synchronize()
+                best = min(best, s.elapsed_time(e) / 1e3)
+            rate = cycles / best if best > 0 else 0.0
+        except Exception:  # noqa: BLE001
+            rate = 0.0
+    _SPIN_HZ[device] = rate
+    return rate
+
+
+def spin(device: int, seconds: float) -> None:
+    """Keep the GPU busy for about `seconds` on the current stream (no-op if unavailable)."""
+    import torch
+
+    rate = spin_rate(device)
+    if rate > 0 and seconds > 0:
+        torch.cuda._sleep(int(min(seconds, 0.05) * rate))
+
+
 @dataclass
 class TimingInfo:
     batch: int = 1
     mode: str = "events"          # "events" | "events+batch" | "graph"
     note: str = ""
+    estimate_s: float = math.nan  # GPU time of one launch (spin-covered, no flush)
+    cover_s: float = 0.0          # spin before each sample
 
 
 def choose_batch(estimate_s: float, *, target_s: float = 200e-6, max_batch: int = 64,
@@ -69,25 +115,9 @@ def choose_batch(estimate_s: float, *, target_s: float = 200e-6, max_batch: int 
     return int(max(1, min(max_batch, math.ceil(target_s / estimate_s))))
 
 
-def _events_once(fn: Callable[[], Any], *, batch: int, flush: L2Flusher | None) -> float:
-    import torch
-
-    start = torch.cuda.Event(enable_timing=True)
-    end = torch.cuda.Event(enable_timing=True)
-    if flush is not None:
-        flush.flush()
-    start.record()
-    for _ in range(batch):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / 1e3 / batch
-
-
-def quick_estimate(fn: Callable[[], Any], runs: int = 3) -> float:
-    """Median seconds of a few single launches (warm, no flush): picks the batch size."""
-    ts = sorted(_events_once(fn, batch=1, flush=None) for _ in range(max(1, runs)))
-    return ts[len(ts) // 2]
+def cover_for(host_s: float) -> float:
+    """Spin length that covers `host_s` of host-side enqueueing, with margin."""
+    return min(0.05, 1.5 * max(0.0, host_s) + 30e-6)
 
 
 class LaunchTimer:
@@ -95,33 +125,78 @@ class LaunchTimer:
 
     def __init__(self, fn: Callable[[], Any], *, device: int | None = None, flush: bool = True,
                  batch: int | None = None, graph: bool = True) -> None:
+        import torch
+
         self.fn = fn
-        self.flusher = flusher(device) if flush else None
+        self.device = torch.cuda.current_device() if device is None else int(device)
+        self.flusher = flusher(self.device) if flush else None
         self.info = TimingInfo()
         self._batch = batch
         self._want_graph = graph
         self._graph: Any = None
         self._prepared = False
 
+    def _host_time(self, run: Callable[[], Any]) -> tuple[float, float]:
+        """(host seconds to enqueue `run` between two events, event seconds incl. any gaps)."""
+        import torch
+
+        torch.cuda.synchronize(self.device)
+        t0 = time.perf_counter()
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        end.record()
+        host = time.perf_counter() - t0
+        end.synchronize()
+        return host, start.elapsed_time(end) / 1e3
+
+    def _estimate(self) -> float:
+        """GPU time of one launch: spin-covered events around a single launch, median of 3
+        (long kernels: the plain event time, host latency is then negligible)."""
+        import torch
+
+        first = [self._host_time(self.fn) for _ in range(2)]
+        host = min(h for h, _ in first)
+        plain = min(g for _, g in first)
+        if plain > 1e-3:
+            return plain
+        cover = cover_for(host)
+        ts = []
+        for _ in range(3):
+            s = torch.cuda.Event(enable_timing=True)
+            e = torch.cuda.Event(enable_timing=True)
+            spin(self.device, cover)
+            s.record()
+            self.fn()
+            e.record()
+            e.synchronize()
+            ts.append(s.elapsed_time(e) / 1e3)
+        ts.sort()
+        return ts[1]
+
     def _prepare(self) -> None:
         import torch
 
+        est = self._estimate()
+        self.info.estimate_s = est
         if self._batch is None:
-            self._batch = choose_batch(quick_estimate(self.fn))
-        self.info.batch = self._batch
-        self.info.mode = "events" if self._batch == 1 else "events+batch"
-        if self._batch > 1 and self._want_graph:
+            self._batch = choose_batch(est)
+        batch = self._batch
+        self.info.batch = batch
+        self.info.mode = "events" if batch == 1 else "events+batch"
+        if batch > 1 and self._want_graph:
             try:
                 torch.cuda.synchronize()
                 s = torch.cuda.Stream()
                 s.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(s):
-                    self.fn()  # one launch on the side stream before capture (library init)
+                    self.fn()  # one launch on the capture stream first (handles, lazy init)
                 torch.cuda.current_stream().wait_stream(s)
                 torch.cuda.synchronize()
                 g = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(g, stream=s):
-                    for _ in range(self._batch):
+                    for _ in range(batch):
                         self.fn()
                 torch.cuda.synchronize()
                 g.replay()
@@ -135,43 +210,37 @@ class LaunchTimer:
                     torch.cuda.synchronize()
                 except Exception:  # noqa: BLE001
                     pass
+        one_rep = (self._graph.replay if self._graph is not None
+                   else (lambda: [self.fn() for _ in range(batch)]))
+        self.info.cover_s = cover_for(min(self._host_time(one_rep)[0] for _ in range(2)))
         self._prepared = True
 
     def time(self, reps: int) -> list[float]:
-        """`reps` samples, seconds per launch; L2 flushed before each sample, outside the events."""
+        """`reps` samples, seconds per launch; L2 flushed and the host covered before each."""
         import torch
 
         if not self._prepared:
             self._prepare()
         batch = int(self._batch or 1)
-        out: list[float] = []
-        if self._graph is not None:
-            pairs = []
-            for _ in range(reps):
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
-                if self.flusher is not None:
-                    self.flusher.flush()
-                start.record()
-                self._graph.replay()
-                end.record()
-                pairs.append((start, end))
-            torch.cuda.synchronize()
-            return [s.elapsed_time(e) / 1e3 / batch for s, e in pairs]
         pairs = []
         for _ in range(reps):
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             if self.flusher is not None:
                 self.flusher.flush()
+            spin(self.device, self.info.cover_s)
             start.record()
-            for _ in range(batch):
-                self.fn()
+            if self._graph is not None:
+                self._graph.replay()
+            else:
+                for _ in range(batch):
+                    self.fn()
             end.record()
+            # wait for this sample before queueing the next, so each spin covers one sample's
+            # enqueueing only (the GPU would otherwise run ahead into host gaps)
+            end.synchronize()
             pairs.append((start, end))
-        torch.cuda.synchronize()
-        out = [s.elapsed_time(e) / 1e3 / batch for s, e in pairs]
-        return out
+        return [s.elapsed_time(e) / 1e3 / batch for s, e in pairs]
 
     def close(self) -> None:
         self._graph = None
