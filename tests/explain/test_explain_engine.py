@@ -277,3 +277,17 @@ def test_corpus_embedded_in_large_logs() -> None:
             misses.append((e["id"], e["cause"], got))
     print(f"\ncorpus inside >1 MB logs: {ok}/{len(CORPUS)} = {ok / len(CORPUS):.3f}; misses {misses}")
     assert ok / len(CORPUS) >= 0.95
+
+
+def test_last_failure_wins_but_early_specific_cause_is_kept() -> None:
+    noise = "".join(f"INFO step {i} loss 0.1\n" for i in range(500))
+    early_warning = ("W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load dynamic "
+                     "library 'libcudart.so.11.0'; dlerror: libcudart.so.11.0: cannot open shared object file\n")
+    final_oom = "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor\n"
+    assert explain(early_warning + noise + final_oom).ids()[:2] == ["gpu-out-of-memory", "missing-dependency-lib"]
+    # TF's generic final error points back at the specific warning printed earlier
+    early_cause = ("E tensorflow/stream_executor/cuda/cuda_dnn.cc:361] Loaded runtime CuDNN library: 8.5.0 but "
+                   "source was compiled with: 8.6.0.\n")
+    generic = ("UnknownError: Failed to get convolution algorithm. This is probably because cuDNN failed to "
+               "initialize, so try looking to see if a warning log message was printed above.\n")
+    assert explain(early_cause + noise + generic).cause_id == "cudnn-version-mismatch"

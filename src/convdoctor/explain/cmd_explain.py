@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
             if big and sys.stderr.isatty() and not args.json:
                 print(f"convdoctor: scanning {os.path.getsize(path) >> 20} MiB ...", file=sys.stderr)
             diag = explain_file(path, live=live)
-    elif args.text == "-" or (args.text is None and not sys.stdin.isatty()):
+    elif args.text == "-":
         diag = _explain_stream(sys.stdin.buffer, live)
     elif args.text is not None:
         diag = explain(args.text, live=live)

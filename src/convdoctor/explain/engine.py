@@ -118,6 +118,8 @@ class _Votes:
 
 
 FULL_LIMIT = 3000
+RECENT_LINES = 200   # failure lines this close to the last one form the final failure
+EARLY_FACTOR = 0.6   # weight of failure patterns seen only earlier in the log
 
 
 def by_role(pid: str) -> str:
@@ -179,15 +181,22 @@ def analyze(lines: Iterable[tuple[int, str]], *, looked_at: dict[str, Any] | Non
         for i in near[:20000]:
             match(i, ctx_pats)
     by_id = {p.id: p for p in pats}
+    # in long logs the last failure counts fully; failures long before it count less (they are often
+    # recovered-from warnings, or the specific early cause of a generic final error: still kept)
+    fail_lines = [ev.line for pid, evs in fired.items() if by_id[pid].role == "failure" for ev in evs]
+    last_fail = max(fail_lines) if fail_lines else 0
+    factors: dict[str, float] = {}
     for pid, evs in fired.items():
         p = by_id[pid]
+        recent = any(ev.line >= last_fail - RECENT_LINES for ev in evs) or p.role != "failure"
+        factor = factors[pid] = 1.0 if recent else EARLY_FACTOR
         for cause, w in p.causes.items():
-            votes.add(cause, w)
+            votes.add(cause, w * factor)
             for ev in evs[:3] + evs[-2:]:
                 votes.cite(cause, ev)
 
     f = factmod.extract(_fact_text(lines, fired))
-    _refine(votes, f, fired)
+    _refine(votes, f, fired, factors)
 
     real = {c: s for c, s in votes.score.items() if s > 0 and c not in NON_FAILURE}
     if real:
@@ -268,7 +277,9 @@ def _unknown_reason(looked: dict[str, Any], lines: list[tuple[int, str]]) -> str
     return "; ".join(parts)
 
 
-def _refine(votes: _Votes, f: factmod.Facts, fired: dict[str, list[Evidence]]) -> None:
+def _refine(votes: _Votes, f: factmod.Facts, fired: dict[str, list[Evidence]],
+            factors: dict[str, float] | None = None) -> None:
+    factors = factors or {}
     # cuDNN status names parsed from numbers ((6 vs. 0), cuDNN 9 codes) or long names
     st = status_table()["status_causes"]
     for s in f.statuses:
@@ -288,11 +299,13 @@ def _refine(votes: _Votes, f: factmod.Facts, fired: dict[str, list[Evidence]]) -
     if missing:
         cudnn = [m for m in missing if m.lower().startswith(("libcudnn", "cudnn"))]
         other = [m for m in missing if m not in cudnn]
+        k = max((factors.get(pid, 0.0) for pid in ("cuda-lib-missing", "cudnn-missing", "no-driver")),
+                default=0.0) or 1.0
         if other and not cudnn:
             if any(m.startswith("libcuda.so.1") for m in other):
-                votes.add("no-driver", 8, "libcuda.so.1 (the driver's library) cannot be opened")
+                votes.add("no-driver", 8 * k, "libcuda.so.1 (the driver's library) cannot be opened")
             else:
-                votes.add("missing-dependency-lib", 6, f"the library that failed to open is {other[0]}, not cuDNN")
+                votes.add("missing-dependency-lib", 6 * k, f"the library that failed to open is {other[0]}, not cuDNN")
             if "cudnn-missing" in fired:
                 votes.add("cudnn-not-found", -8, f"cuDNN itself was found; its dependency {other[0]} was not")
         elif cudnn:
