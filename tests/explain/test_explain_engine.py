@@ -291,3 +291,13 @@ def test_last_failure_wins_but_early_specific_cause_is_kept() -> None:
     generic = ("UnknownError: Failed to get convolution algorithm. This is probably because cuDNN failed to "
                "initialize, so try looking to see if a warning log message was printed above.\n")
     assert explain(early_cause + noise + generic).cause_id == "cudnn-version-mismatch"
+
+
+def test_top_level_api_is_callable_either_way() -> None:
+    import importlib
+
+    import convdoctor
+
+    importlib.import_module("convdoctor.explain")  # binds convdoctor.explain to the package
+    assert convdoctor.explain("AssertionError: Torch not compiled with CUDA enabled").cause_id == "cpu-only-build"
+    assert callable(convdoctor.install_excepthook)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -89,3 +90,14 @@ def install_excepthook(*, live: bool = False, stream: Any = None) -> None:
 
     hook.__convdoctor__ = True  # type: ignore[attr-defined]
     sys.excepthook = hook
+
+
+class _CallableModule(types.ModuleType):
+    """`convdoctor.explain` is both this package and the function: once the package is imported,
+    Python binds the name on `convdoctor` to the module, so the module itself must be callable."""
+
+    def __call__(self, exc_or_text: Any, *, live: bool | LiveChecks = False) -> Diagnosis:
+        return explain(exc_or_text, live=live)
+
+
+sys.modules[__name__].__class__ = _CallableModule
