@@ -59,6 +59,11 @@ else
   echo "no $EXTRA: the fault part was not run" > "$OUT/fault_doctor.txt"
 fi
 
+# 2b) a second real fault: CUDA_VISIBLE_DEVICES hides the GPU; and --compare healthy vs fault
+CUDA_VISIBLE_DEVICES= $CD env --json > "$OUT/cvd_empty.json" 2> "$OUT/cvd_empty.stderr"
+CUDA_VISIBLE_DEVICES= $CD env > "$OUT/cvd_empty.txt" 2>> "$OUT/cvd_empty.stderr"
+[ -f "$OUT/fault_doctor.json" ] && $CD env --compare "$OUT/doctor.json" "$OUT/fault_doctor.json" > "$OUT/compare.txt" 2>&1
+
 # 3) GPU tests of the env package
 if $PY -c "import pytest" 2>/dev/null; then
   timeout 300 $PY -m pytest -q -m gpu tests/env -p no:cacheprovider > "$OUT/pytest_gpu.txt" 2>&1; rc_py=$?
@@ -80,9 +85,9 @@ def load(n):
         return json.load(open(os.path.join(out, n)))
     except Exception as e:
         return {"_error": str(e)}
-env, doc, fault = load("env.json"), load("doctor.json"), load("fault_doctor.json")
+env, doc, fault, cvd = load("env.json"), load("doctor.json"), load("fault_doctor.json"), load("cvd_empty.json")
 print(f"env --json: {t_env} s (exit {rc_env}); doctor: {t_doc} s (exit {rc_doc}); fault doctor: {t_fault} s (exit {rc_fault}); pytest -m gpu exit {rc_py}")
-for name, rep in (("real", doc), ("fault", fault)):
+for name, rep in (("real", doc), ("fault", fault), ("CUDA_VISIBLE_DEVICES=''", cvd)):
     if "_error" in rep:
         print(f"{name}: no report ({rep['_error']})"); continue
     t = rep["facts"].get("torch", {}).get("value", {})
