@@ -278,8 +278,9 @@ def meta_copy(model: Any) -> Any:
 
     memo: dict[int, Any] = {}
     for p in model.parameters(recurse=True):
+        # requires_grad off: shapes do not depend on it, and it lets us trace integer dtypes
         memo[id(p)] = torch.nn.Parameter(torch.empty(p.shape, dtype=p.dtype, device="meta"),
-                                         requires_grad=p.requires_grad)
+                                         requires_grad=False)
     for b in model.buffers(recurse=True):
         memo[id(b)] = torch.empty(b.shape, dtype=b.dtype, device="meta")
     try:
@@ -333,8 +334,8 @@ def trace(model: Any, example_inputs: Any = None, *, input_shape: Sequence[int] 
     if not isinstance(inputs, (tuple, list)):
         inputs = (inputs,)
     mcopy = meta_copy(model)
-    if dt is not None:
-        mcopy = mcopy.to(dtype=dt)
+    if dt is not None:  # _apply, not .to(): .to() refuses integer dtypes, which we want to check
+        mcopy._apply(lambda t: t.to(dt) if (t.is_floating_point() or t.is_complex()) else t)
     if mf is not None:
         for mod in mcopy.modules():
             for name, p in list(mod.named_parameters(recurse=False)):
