@@ -32,7 +32,8 @@ class HarnessConfig:
     min_samples: int = 10              # per finalist before the stopping rule applies
     min_rounds: int = 6                # paired rounds before a finalist may be dropped as slower
     max_samples: int = 300             # per finalist
-    batch: int = 5                     # samples per finalist per round-robin round
+    batch: int = 5                     # samples per finalist per round-robin round (at most)
+    batch_target_s: float = 0.05       # fewer per round when one run is slow (big CPU problems)
     warmup_reps: int = 3               # samples per warm-up step
     warmup_settle: float = 0.05        # warm: a step's median no more than this below the best
     warmup_max_steps: int = 12
@@ -270,7 +271,7 @@ class Harness:
             for lv in self._rotated(active, rnd):
                 if not lv.active:
                     continue
-                s = self._timed(lv, cfg.batch)
+                s = self._timed(lv, self._batch_for(lv))
                 if s is not None:
                     lv.stats.samples.extend(s)
                     row[id(lv)] = statistics.median(s)
@@ -307,6 +308,13 @@ class Harness:
                 self.note("time cap reached before every median converged")
                 break
             active = [lv for lv in active if lv in contenders]
+
+    def _batch_for(self, lv: _Live) -> int:
+        ref = lv.stats.samples[-self.cfg.batch:] or lv.stats.screen_samples
+        if not ref:
+            return self.cfg.batch
+        one = statistics.median(ref)
+        return max(1, min(self.cfg.batch, int(self.cfg.batch_target_s / one) if one > 0 else 1))
 
     def _leader(self, lives: list[_Live]) -> tuple[_Live | None, dict[int, list[float]]]:
         """The fastest by paired per-round ratios (drift between rounds cancels out)."""
