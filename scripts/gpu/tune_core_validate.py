@@ -30,7 +30,7 @@ ENV = dict(os.environ)
 ENV["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), "/tmp/site", ENV.get("PYTHONPATH", "")])
 ENV["CONVDOCTOR_DB"] = str(OUT / "tuning.sqlite3")
 ISSUE = "fprop n=32 c=256 h=28 w=28 k=256 r=3 s=3 pad=1 dtype=float32 layout=nchw"
-LIMIT = os.environ.get("BENCH_LIMIT", "3")
+LIMIT = os.environ.get("BENCH_LIMIT", "2")
 BACKEND = os.environ.get("TUNE_BACKEND", "cuda")   # "cpu" to dry-run the script elsewhere
 
 summary: list[str] = []
@@ -60,7 +60,7 @@ def main() -> int:
     ok = True
     # 1. unit tests on the GPU machine's Python/torch
     rc, out = step("pytest tune+db", [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m",
-                                      "not slow", "tests/tune", "tests/db"], 60, "pytest.txt")
+                                      "not slow", "tests/tune", "tests/db"], 50, "pytest.txt")
     last = out.strip().splitlines()[-1] if out.strip() else "(no output)"
     summary.append(f"pytest tests/tune tests/db: rc={rc}: {last}")
     ok &= rc == 0
@@ -92,7 +92,7 @@ def main() -> int:
     # 3. bench: the side-by-side comparison on a few problems
     rc, out = step("bench fp32-nchw", [PY, "-m", "convdoctor", "bench", "cnn-layers", "--limit",
                                        LIMIT, "--budget", "1", "--backend", BACKEND, "--json"],
-                   100, "bench_fp32_nchw.json")
+                   110, "bench_fp32_nchw.json")
     try:
         s = json.loads(out)["summary"]
         summary.append("bench fp32-nchw fprop: " + ", ".join(
