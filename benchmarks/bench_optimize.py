@@ -105,11 +105,13 @@ def bench_config(name: str, cfg: dict[str, Any], dev: str, db: str, args: argpar
                 variants["compile"] = st
             except Exception as exc:  # noqa: BLE001 - reported, not fatal
                 res["compile_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-        tune = time.monotonic() < deadline
+        left = deadline - time.monotonic()
+        tune = left > 0
         t0 = time.monotonic()
         try:
             opt.optimize(model, x, train=train, db=db, tune_missing=tune, budget_s=args.budget,
-                         steps=args.steps // 2, backend="cuda" if dev == "cuda" else "cpu")
+                         steps=args.steps // 2, backend="cuda" if dev == "cuda" else "cpu",
+                         tune_time_limit_s=max(left, 0.0))
             rep = opt.report_of(model)
             res["optimize_s"] = time.monotonic() - t0
             res["report"] = {

@@ -19,7 +19,7 @@ out = os.environ.get("OUT") or "runtime_out"
 sys.argv = [str(ROOT / "benchmarks" / "bench_optimize.py"), "--device", "cuda", "--out", out,
             "--steps", os.environ.get("RT_STEPS", "20"),
             "--budget", os.environ.get("RT_BUDGET", "0.25"),
-            "--time-budget", os.environ.get("RT_TIME_BUDGET", "300"),
+            "--time-budget", os.environ.get("RT_TIME_BUDGET", "200"),
             "--configs", os.environ.get("RT_CONFIGS",
                                         "resnet50_fp32,speech_fp32,unet3d_fp32,resnet50_bf16_cl"),
             "--compile", os.environ.get("RT_COMPILE", "speech_frontend")]

@@ -206,12 +206,14 @@ def optimize(model: Any, example_inputs: Any = None, train: bool = True, db: Any
              dtype: torch.dtype | None = None, channels_last: bool | str = "auto",
              tune_on_first_sight: bool = False, backend: str = "auto", verify: bool = True,
              budget_s: float = 2.0, steps: int = 10, margin: float = 0.03,
-             progress: Any = None, isolate: bool = True) -> Any:
+             progress: Any = None, isolate: bool = True,
+             tune_time_limit_s: float | None = None) -> Any:
     """Route every convolution of `model` to its tuned winner; returns the same model object.
 
     db: a `convdoctor.db.TuningDB`, a path, None (the default database) or False (no database).
     channels_last: "auto" (measure, choose only when faster), True or False.
     verify: time routed vs unrouted end to end and keep routing only when it is not slower.
+    tune_time_limit_s: stop tuning new problems after this long (the rest: PyTorch's path).
     """
     t_start = time.monotonic()
     if not isinstance(model, torch.nn.Module):
@@ -243,7 +245,7 @@ def optimize(model: Any, example_inputs: Any = None, train: bool = True, db: Any
 
         # 3-4. problems, choices, routes
         _build_routes(sites, records, train, db, tune_missing, backend, budget_s, report,
-                      progress, isolate, dev)
+                      progress, isolate, dev, tune_time_limit_s)
         if tune_on_first_sight:
             hook = _FirstSight(db, backend, budget_s, train, isolate, dev)
             for s in sites.values():
@@ -257,6 +259,28 @@ def optimize(model: Any, example_inputs: Any = None, train: bool = True, db: Any
         raise
     report.optimize_s = time.monotonic() - t_start
     return model
+
+
+def model_problems(model: torch.nn.Module, example_inputs: Any, train: bool = True
+                   ) -> list[Any]:
+    """The unique ConvProblems `optimize` would look up for this model and input (in its current
+    layout), in call order; the model is left exactly as it was."""
+    if is_optimized(model):
+        raise UsageError("model_problems: the model is optimized; call convdoctor.restore first")
+    dev = _device_of(model).type
+    sites = {name: _site.install(m, name, dev) for name, m in model.named_modules()
+             if _site.routable(m)}
+    try:
+        records = _record(model, example_inputs, train, sites)
+    finally:
+        for m in model.modules():
+            _site.uninstall(m)
+    out: dict[str, Any] = {}
+    for recs in records.values():
+        for rec in recs:
+            for p in problems_for(rec, train).values():
+                out.setdefault(p.key(), p)
+    return list(out.values())
 
 
 # ---------------------------------------------------------------------- 1. layout
@@ -470,7 +494,8 @@ def _open_db(db: Any) -> Any:
 
 def _build_routes(sites: dict[str, _site.Site], records: dict[str, list[dict[str, Any]]],
                   train: bool, db: Any, tune_missing: bool, backend: str, budget_s: float,
-                  report: OptimizeReport, progress: Any, isolate: bool, dev: str) -> None:
+                  report: OptimizeReport, progress: Any, isolate: bool, dev: str,
+                  time_limit_s: float | None = None) -> None:
     # Unique signatures per site, then unique problems overall.
     per_site: dict[str, dict[Any, tuple[dict[str, Any], dict[str, Any]]]] = {}
     unique: dict[str, Any] = {}
@@ -511,7 +536,11 @@ def _build_routes(sites: dict[str, _site.Site], records: dict[str, list[dict[str
 
                 prog = Progress(len(missing), "convdoctor: tuning")
             try:
+                skipped = 0
                 for pk, p in missing:
+                    if time_limit_s is not None and time.monotonic() - t0 > time_limit_s:
+                        skipped += 1
+                        continue
                     prog.update(0, p.short())
                     try:
                         res = tuning.tune(p, prog)
@@ -523,6 +552,12 @@ def _build_routes(sites: dict[str, _site.Site], records: dict[str, list[dict[str
                     if res is not None and getattr(res, "winner", None) is not None:
                         results[pk] = (res, "tuned")
                         report.tuned += 1
+                    elif res is not None:
+                        why = "; ".join(getattr(res, "notes", []) or []) or "no candidate won"
+                        report.notes.append(f"{p.short()}: not tuned ({why}); PyTorch's path")
+                if skipped:
+                    report.notes.append(f"tuning time limit ({time_limit_s:.0f} s) reached: "
+                                        f"{skipped} problems not tuned, PyTorch's path")
             finally:
                 if progress is None:
                     prog.close()
