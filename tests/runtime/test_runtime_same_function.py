@@ -303,7 +303,7 @@ def test_cuda_graph_capture_gpu(plans: bool) -> None:
     graph = torch.cuda.CUDAGraph()
     m.zero_grad(set_to_none=True)
     static_x.grad = None
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, stream=s):  # the warm-up stream: its cuDNN handle exists
         y = m(static_x)
         y.backward(g)
     graph.replay()
