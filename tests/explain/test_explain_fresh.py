@@ -2,6 +2,8 @@
 
 The first run on them (frozen matcher, commit 0c710fd) got 27/32; five misses were wordings the
 knowledge base lacked, which were then added with these threads as sources (see docs/explain.md).
+A second set (18 messages) was gathered later and scored 17/18 on its first run; the miss (a curly
+apostrophe in nvidia-smi's message) was then fixed.
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ from pathlib import Path
 
 from convdoctor.explain import explain
 
-FRESH = json.loads((Path(__file__).parent / "fresh.json").read_text(encoding="utf-8"))["entries"]
+DATA = json.loads((Path(__file__).parent / "fresh.json").read_text(encoding="utf-8"))
+FRESH = DATA["entries"]
+SECOND = DATA["second_set"]
 
 
 def test_fresh_messages() -> None:
-    assert len(FRESH) >= 30
-    rows = [(e, explain(e["text"]).cause_id) for e in FRESH]
+    assert len(FRESH) >= 30 and len(SECOND) >= 15
+    rows = [(e, explain(e["text"]).cause_id) for e in FRESH + SECOND]
     ok = sum(e["cause"] == p for e, p in rows)
     print(f"\nfresh messages: {ok}/{len(rows)} = {ok / len(rows):.3f}")
     for e, p in rows:
