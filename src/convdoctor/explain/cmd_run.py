@@ -1,4 +1,5 @@
-"""`convdoctor run -- CMD ...`: run a command, pass its output through unchanged (streamed), keep only
+"""`convdoctor run -- CMD ...`: run a command, pass its output through unchanged (streamed by one thread
+per pipe, so it works on Linux, macOS and Windows), keep only
 a bounded set of candidate lines, and explain the failure when it exits non-zero. The command's exit
 code is preserved (a signal becomes 128+N)."""
 
@@ -6,10 +7,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
@@ -40,26 +41,28 @@ def run_and_scan(cmd: list[str], *, out: Any = None, err: Any = None,
     except PermissionError:
         raise UsageError(f"cannot execute {cmd[0]} (permission denied)") from None
     scanner = Scanner()
-    sel = selectors.DefaultSelector()
+    lock = threading.Lock()
     assert proc.stdout is not None and proc.stderr is not None
-    sel.register(proc.stdout, selectors.EVENT_READ, out)
-    sel.register(proc.stderr, selectors.EVENT_READ, err)
-    open_pipes = 2
-    try:
-        while open_pipes:
-            for key, _ in sel.select():
-                data = os.read(key.fileobj.fileno(), 65536)  # type: ignore[union-attr]
-                if not data:
-                    sel.unregister(key.fileobj)
-                    open_pipes -= 1
-                    continue
-                sink = key.data
-                try:
-                    sink.write(data)
-                    sink.flush()
-                except (BrokenPipeError, ValueError):
-                    pass
+
+    def pump(src: Any, sink: Any) -> None:
+        fd = src.fileno()
+        while True:
+            data = os.read(fd, 65536)
+            if not data:
+                break
+            try:
+                sink.write(data)
+                sink.flush()
+            except (BrokenPipeError, ValueError, OSError):
+                pass
+            with lock:
                 scanner.feed(data)
+
+    threads = [threading.Thread(target=pump, args=(proc.stdout, out), daemon=True),
+               threading.Thread(target=pump, args=(proc.stderr, err), daemon=True)]
+    for t in threads:
+        t.start()
+    try:
         rc = proc.wait()
     except KeyboardInterrupt:
         proc.send_signal(signal.SIGINT)
@@ -68,8 +71,8 @@ def run_and_scan(cmd: list[str], *, out: Any = None, err: Any = None,
         except subprocess.TimeoutExpired:
             proc.kill()
             rc = proc.wait()
-    finally:
-        sel.close()
+    for t in threads:
+        t.join(timeout=30)
     if rc < 0:
         rc = 128 + (-rc)
     return rc, scanner.close(), time.perf_counter() - t0
