@@ -32,7 +32,9 @@ def test_put_get_round_trip_keeps_every_candidate(tmp_path: Path) -> None:
     got = db.get(problem(1), ENV)
     assert got is not None
     assert got.winner == r.winner
-    assert len(got.candidates) == 12 and got.candidates[3].samples == r.candidates[3].samples
+    assert len(got.candidates) == 12
+    # samples are stored at 6 significant digits (far below timing noise)
+    assert got.candidates[3].samples == pytest.approx(r.candidates[3].samples, rel=1e-5)
     assert got.candidates[5].correctness == r.candidates[5].correctness
     assert db.get(problem(2), ENV) is None
     assert db.lookup(problem(2), ENV).status == "miss"
