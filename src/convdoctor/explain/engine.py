@@ -494,11 +494,26 @@ def conv_kwargs(f: factmod.Facts) -> dict[str, Any] | None:
     return None
 
 
-def _default_env() -> Any:
-    import convdoctor
+_ENV_CACHE: list[Any] = []
 
-    diagnose = convdoctor.diagnose  # AttributeError/ImportError while env is not there yet
-    return diagnose(smoke=False)
+
+def _default_env() -> Any:
+    """This machine's environment report, probed once per process (it takes seconds on a GPU box)."""
+    if _ENV_CACHE:
+        cached = _ENV_CACHE[0]
+        if isinstance(cached, BaseException):
+            raise cached
+        return cached
+    try:
+        import convdoctor
+
+        diagnose = convdoctor.diagnose  # AttributeError/ImportError while env is not there yet
+        report = diagnose(smoke=False)
+    except Exception as exc:
+        _ENV_CACHE.append(exc)
+        raise
+    _ENV_CACHE.append(report)
+    return report
 
 
 def _default_check_conv(**kw: Any) -> Any:
