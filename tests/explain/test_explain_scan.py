@@ -65,3 +65,15 @@ def test_two_process_scan_matches(tmp_path: Path) -> None:
     got = dict(two.lines)
     assert got[10].startswith("RuntimeError") and got[59_990].startswith("torch.cuda")
     assert {n for n, _ in one.lines} - {n for n, _ in two.lines} <= set(range(29_990, 30_010))
+
+
+def test_gzip_log(tmp_path: Path) -> None:
+    import gzip
+
+    data = _log(50_000, {49_000: "RuntimeError: CUDA error: an illegal memory access was encountered"})
+    p = tmp_path / "train.log.gz"
+    with gzip.open(p, "wb") as fh:
+        fh.write(data)
+    res = scan_file(str(p))
+    assert res.total_lines == 50_000
+    assert dict(res.lines)[49_000].startswith("RuntimeError")

@@ -254,6 +254,14 @@ def _align(fh: BinaryIO, pos: int) -> int:
 
 
 def scan_file(path: str, *, workers: int | None = None) -> ScanResult:
+    """Scan a log file; gzip-compressed logs (.gz or gzip magic) are decompressed on the fly."""
+    with open(path, "rb") as fh:
+        magic = fh.read(2)
+    if magic == b"\x1f\x8b":
+        import gzip
+
+        with gzip.open(path, "rb") as gz:
+            return scan_stream(gz)  # type: ignore[arg-type]
     size = os.path.getsize(path)
     if workers is None:
         workers = 2 if size >= PARALLEL_MIN and (os.cpu_count() or 1) >= 2 else 1
