@@ -192,9 +192,23 @@ def test_import_is_light() -> None:
     assert out.stdout.strip() == "False"
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "convdoctor", "optimize", *args],
-                          capture_output=True, text=True, timeout=300)
+class _Result:
+    def __init__(self, returncode: int, stdout: str, stderr: str) -> None:
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def _cli(*args: str) -> _Result:
+    """The CLI in-process (same code path as `convdoctor optimize ...`, without a torch import per
+    test)."""
+    import contextlib
+    import io
+
+    from convdoctor.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(["optimize", *args])
+    return _Result(rc, out.getvalue(), err.getvalue())
 
 
 def test_cli_prints_plan_and_measured_speedup(tmp_path: Path) -> None:
@@ -215,7 +229,7 @@ def test_cli_prints_plan_and_measured_speedup(tmp_path: Path) -> None:
     assert len(data["report"]["layers"]) == 2
     assert data["report"]["layers"][0]["directions"][0]["direction"] == "fprop"
     p = _cli(f"{f}:make", "--input-shape", "2,3,16,16", "--db", str(db), "--no-tune",
-             "--steps", "4", "--inference")
+             "--steps", "4", "--inference", "--channels-last", "off")
     assert p.returncode == 0, p.stderr
     assert "speedup" in p.stdout and "layer" in p.stdout and "inference" in p.stdout
 
