@@ -188,6 +188,23 @@ def test_path_that_is_a_directory_is_a_usage_error(tmp_path: Path) -> None:
         TuningDB(tmp_path)
 
 
+def test_locked_database_is_a_clear_error_and_the_file_is_kept(tmp_path: Path) -> None:
+    path = tmp_path / "t.sqlite3"
+    db = TuningDB(path)
+    db.put(result(1))
+    db.close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(UsageError, match="cannot use the tuning database"):
+            TuningDB(path, timeout_s=0.2)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert not list(tmp_path.glob("*.corrupt-*"))
+    assert TuningDB(path).get(problem(1), ENV) is not None
+
+
 def test_newer_schema_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "t.sqlite3"
     TuningDB(path).close()

@@ -157,3 +157,14 @@ def test_budget_caps_sampling() -> None:
     r = Harness(SimBackend(w), cfg).run(PROBLEM, {"backend": "sim"})
     assert r.winner is not None
     assert w.t < 0.5 + 0.3         # sampling stopped near the cap (plus warm-up and screen)
+
+
+def test_a_backend_that_cannot_list_candidates_costs_only_this_problem() -> None:
+    w = _world(8, "noise")
+
+    class Broken(SimBackend):
+        def candidates(self, problem: ConvProblem) -> list:
+            raise RuntimeError("cudnn graph not supported")
+
+    r = Harness(Broken(w), HarnessConfig(now=w.now, sleep=w.sleep)).run(PROBLEM, {})
+    assert r.winner is None and "could not list candidates" in r.notes[0]

@@ -165,10 +165,14 @@ class TuningDB:
             if ok is None or ok[0] != "ok":
                 raise sqlite3.DatabaseError(f"quick_check: {ok[0] if ok else 'no answer'}")
             self._conn = conn
+        except sqlite3.OperationalError as exc:
+            # locked, read-only, no space, cannot open: the file is not damaged, so keep it.
+            if conn is not None:
+                conn.close()
+            raise UsageError(f"cannot use the tuning database {self.path}: {exc}",
+                             hint="check its permissions and free space, wait for other "
+                             "processes, or pass another file with --db / CONVDOCTOR_DB") from None
         except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-                raise UsageError(f"the tuning database {self.path} stayed locked for "
-                                 f"{self.timeout_s:.0f} s: {exc}") from None
             if conn is not None:
                 conn.close()
             self._set_aside(exc)

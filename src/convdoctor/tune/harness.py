@@ -357,7 +357,12 @@ class Harness:
     # ------------------------------------------------------------------ entry point
     def run(self, problem: ConvProblem, env: dict[str, str]) -> TuneResult:
         t0 = time.monotonic()
-        cands = self.backend.candidates(problem)
+        try:
+            cands = self.backend.candidates(problem)
+        except Exception as exc:  # noqa: BLE001 - a backend that cannot list costs this problem
+            return TuneResult(problem=problem, env=dict(env), backend=self.backend.name,
+                              winner=None, created=time.time(), tuning_s=time.monotonic() - t0,
+                              notes=[f"could not list candidates: {type(exc).__name__}: {exc}"])
         seen: set[str] = set()
         lives: list[_Live] = []
         for c in cands:
