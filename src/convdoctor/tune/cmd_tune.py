@@ -153,7 +153,9 @@ def run(args: argparse.Namespace) -> int:
                          "nothing stored; tune again when it is idle (CPU: "
                          "CONVDOCTOR_CPU_MIN_SHARE=0 measures anyway)")
         elif r.winner is None:
-            notes.append(f"{r.problem.short()}: no candidate ran correctly")
+            why = [n for n in r.notes if "tuning database" not in n]
+            notes.append(f"{r.problem.short()}: " + ("; ".join(why) if why else
+                                                     "no candidate ran correctly"))
         for s in r.candidates:
             if s.status == "disqualified":
                 notes.append(f"{r.problem.short()}: {s.candidate.key} disqualified: {s.reason}")
