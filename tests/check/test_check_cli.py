@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -11,13 +13,28 @@ from pathlib import Path
 import pytest
 import torch
 
-from convdoctor import zoo
+from convdoctor import cli, zoo
 from convdoctor.check.onnx_check import check_onnx
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI in-process (same code path as the console script; fast)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = cli.main(["check", *args])
+    return subprocess.CompletedProcess(args, rc, out.getvalue(), err.getvalue())
+
+
+def run_subprocess(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "convdoctor", "check", *args], capture_output=True,
                           text=True, timeout=120)
+
+
+def test_real_process_bad_input_no_traceback(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text("def f():\n    raise RuntimeError('in factory')\n")
+    for args in ((f"{tmp_path / 'm.py'}:f", "--input-shape", "1,3,8,8"), ("zoo:resnet50", "--input-shape", "8;3")):
+        p = run_subprocess(*args)
+        assert p.returncode == 2 and "Traceback" not in p.stderr and "convdoctor: error:" in p.stderr
 
 
 def test_zoo_model_ok_and_json() -> None:
