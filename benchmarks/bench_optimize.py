@@ -194,74 +194,84 @@ def first_step(db: str, cl: bool) -> dict[str, Any]:
 def overhead(dev: str, calls: int = 300, repeats: int = 15) -> list[dict[str, Any]]:
     """CPU time per conv call (launch-bound sizes): stock module vs routed (PyTorch flags) vs
     routed cuDNN plan (CUDA). Calls are issued back to back; the device is synchronized only at the
-    end of each batch of calls, so for these tiny problems the time is the host's dispatch time."""
+    end of each batch of calls, so for these tiny problems the time is the host's dispatch time.
+    Variants are interleaved batch by batch (stock, routed, ..., stock, routed, ...) so load from
+    other processes hits them alike; medians are reported."""
+    rows = []
+    if dev != "cuda":  # the host runs the convolution itself: keep it small
+        calls, repeats = 60, 15
+    for n, c, hw in ((1, 16, 8), (8, 64, 14) if dev == "cuda" else (2, 32, 8)):
+        rows.append(_overhead_one(dev, n, c, hw, calls, repeats))
+    return rows
+
+
+def _overhead_one(dev: str, n: int, c: int, hw: int, calls: int, repeats: int) -> dict[str, Any]:
     from convdoctor.runtime import site as S
     from convdoctor.runtime.execs import flag_exec
 
-    rows = []
-    if dev != "cuda":  # the host runs the convolution itself: keep it small
-        calls, repeats = 60, 9
-    for n, c, hw in ((1, 16, 8), (8, 64, 14) if dev == "cuda" else (2, 32, 8)):
+    if True:
         m = torch.nn.Conv2d(c, c, 3, padding=1, bias=False).to(dev)
         x = torch.randn(n, c, hw, hw, device=dev, requires_grad=True)
         gy = torch.ones(n, c, hw, hw, device=dev)
+        res: dict[str, Any] = {"shape": f"N{n} C{c} {hw}x{hw} K{c} 3x3", "device": dev}
+        site = S.install(m, "bench", dev)
+        key = (x.shape, x.stride(), x.dtype)
+        routes: dict[str, Any] = {}
+        for variant in ["torch:default", "torch:heuristic" if dev == "cuda" else "cpu:mkldnn-on"]:
+            fe = flag_exec(variant)
+            routes[variant] = S.Route({d: S.build_chain([fe], dev) for d in S.DIRS})
+        if dev == "cuda":
+            try:
+                from convdoctor.runtime.optimizer import problems_for
+                from convdoctor.runtime.plans import PlanExec
+                from convdoctor.tune.gpu.cudnn_plan import ConvPlan
 
-        def fwd(mod: Any = m, x: Any = x) -> None:
+                rec = {**S._facts(x, m.weight, site.args), "y_shape": tuple(x.shape),
+                       "grad": True, "x_requires_grad": True, "w_requires_grad": True}
+                probs = problems_for(rec, True)
+                ex = {d: PlanExec("cudnn:heuristic", p, ConvPlan.build(p)) for d, p in probs.items()}
+                routes["cudnn-plan"] = S.Route({d: S.build_chain([ex[d]], dev) for d in S.DIRS})
+            except Exception as exc:  # noqa: BLE001
+                res["cudnn-plan_error"] = f"{type(exc).__name__}: {exc}"
+        S.uninstall(m)
+
+        def select(variant: str) -> None:
+            S.uninstall(m)
+            if variant != "stock":
+                s2 = S.install(m, "bench", dev)
+                s2.routes[key] = routes[variant]
+
+        def fwd() -> None:
             with torch.no_grad():
                 for _ in range(calls):
-                    mod(x)
+                    m(x)
 
-        def fwdbwd(mod: Any = m, x: Any = x, gy: Any = gy) -> None:
+        def fwdbwd() -> None:
             for _ in range(calls // 3):
-                mod(x).backward(gy)
+                m(x).backward(gy)
 
-        variants: dict[str, Any] = {}
-        variants["stock"] = None
-        s = None
-        routed_keys = ["torch:default", "torch:heuristic" if dev == "cuda" else "cpu:mkldnn-on"]
-        res: dict[str, Any] = {"shape": f"N{n} C{c} {hw}x{hw} K{c} 3x3", "device": dev}
-        for variant in ["stock", *routed_keys, *(["cudnn-plan"] if dev == "cuda" else [])]:
-            if variant != "stock":
-                if s is None:
-                    s = S.install(m, "bench", dev)
-                key = (x.shape, x.stride(), x.dtype)
-                if variant == "cudnn-plan":
-                    try:
-                        from convdoctor.runtime.optimizer import problems_for
-                        from convdoctor.runtime.plans import PlanExec
-                        rec = {**S._facts(x, m.weight, s.args), "y_shape": tuple(x.shape),
-                               "grad": True, "x_requires_grad": True, "w_requires_grad": True}
-                        probs = problems_for(rec, True)
-                        from convdoctor.tune.gpu.cudnn_plan import ConvPlan
-                        ex = {d: PlanExec("cudnn:heuristic", p, ConvPlan.build(p))
-                              for d, p in probs.items()}
-                        chains = {d: S.build_chain([ex[d]], dev) for d in S.DIRS}
-                    except Exception as exc:  # noqa: BLE001
-                        res["cudnn-plan_error"] = f"{type(exc).__name__}: {exc}"
-                        continue
-                else:
-                    fe = flag_exec(variant)
-                    chains = {d: S.build_chain([fe], dev) for d in S.DIRS}
-                s.routes[key] = S.Route(chains)
-            for kind, fn in (("fwd_us", fwd), ("fwdbwd_us", fwdbwd)):
-                per = calls if kind == "fwd_us" else calls // 3
-                ts = []
+        names = ["stock", *routes]
+        samples: dict[tuple[str, str], list[float]] = {}
+        for kind, fn, per in (("fwd_us", fwd, calls), ("fwdbwd_us", fwdbwd, calls // 3)):
+            for v in names:  # warm every variant once
+                select(v)
                 fn()
-                sync(dev)
-                for _ in range(repeats):
+            sync(dev)
+            for _ in range(repeats):
+                for v in names:
+                    select(v)
                     t0 = time.perf_counter()
                     fn()
                     sync(dev)
-                    ts.append((time.perf_counter() - t0) / per * 1e6)
-                res.setdefault(variant, {})[kind] = statistics.median(ts)
+                    samples.setdefault((v, kind), []).append(
+                        (time.perf_counter() - t0) / per * 1e6)
         S.uninstall(m)
-        for variant in routed_keys + ["cudnn-plan"]:
-            if variant in res:
-                for kind in ("fwd_us", "fwdbwd_us"):
-                    res[variant][kind.replace("_us", "_overhead_us")] = (
-                        res[variant][kind] - res["stock"][kind])
-        rows.append(res)
-    return rows
+        for (v, kind), ts in samples.items():
+            res.setdefault(v, {})[kind] = statistics.median(ts)
+        for v in routes:
+            for kind in ("fwd_us", "fwdbwd_us"):
+                res[v][kind.replace("_us", "_overhead_us")] = res[v][kind] - res["stock"][kind]
+    return res
 
 
 def main() -> int:
