@@ -154,6 +154,20 @@ class Harness:
         except Exception as exc:  # noqa: BLE001
             self._fail(live, f"prepare failed: {type(exc).__name__}: {exc}")
             return
+        # The very first run (lazy module loading, plan compilation) is timed on its own.
+        t0 = time.perf_counter()
+        try:
+            live.runner.warmup()
+        except CandidateUnsupported as exc:
+            live.stats.status, live.stats.reason = "unsupported", str(exc) or "unsupported"
+            live.active = False
+            self._close(live)
+            return
+        except Exception as exc:  # noqa: BLE001
+            self._fail(live, f"first run failed: {type(exc).__name__}: {exc}")
+            return
+        live.stats.first_run_s = time.perf_counter() - t0
+        live.stats.warmup_runs = 1
         if not self.cfg.check:
             return
         try:
@@ -178,14 +192,6 @@ class Harness:
     def _warmup(self, live: _Live) -> None:
         """Run until a step is no faster than the best step so far (by `warmup_settle`)."""
         assert live.runner is not None
-        t0 = time.perf_counter()
-        try:
-            live.runner.warmup()
-        except Exception as exc:  # noqa: BLE001
-            self._fail(live, f"first run failed: {type(exc).__name__}: {exc}")
-            return
-        live.stats.first_run_s = time.perf_counter() - t0
-        live.stats.warmup_runs = 1
         best: float | None = None
         t_end = self.cfg.now() + self.cfg.warmup_cap_s
         for _ in range(self.cfg.warmup_max_steps):
@@ -197,7 +203,6 @@ class Harness:
             live.stats.warmup_runs += len(s)
             med = statistics.median(s)
             if best is not None and med >= best * (1.0 - self.cfg.warmup_settle):
-                live.stats.screen_samples = []
                 return
             best = med if best is None else min(best, med)
 
@@ -375,7 +380,7 @@ class Harness:
                             created=time.time())
         try:
             for lv in lives:
-                self.note(f"check {lv.stats.candidate.key}")
+                self.note(f"first run + check {lv.stats.candidate.key}")
                 self._prepare_and_check(problem, lv)
                 if lv.active:
                     self.note(f"warm up {lv.stats.candidate.key}")
