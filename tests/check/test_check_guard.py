@@ -32,6 +32,12 @@ def test_guard_catches_channel_dtype_and_padding_mode() -> None:
         m2(torch.randn(1, 3, 10, 10, dtype=torch.float64))
     m3 = convdoctor.validate(nn.Conv1d(1, 4, 5, padding=2, padding_mode="circular"))
     assert m3(torch.randn(2, 1, 7)).shape == (2, 4, 7)  # padded input seen as 11: fine
+    m4 = convdoctor.validate(nn.Conv1d(1, 4, 1, padding=2, padding_mode="reflect"))
+    with pytest.raises(convdoctor.ConvConfigError, match="reflect padding"):
+        m4(torch.randn(2, 1, 2))
+    with pytest.raises(RuntimeError, match="Padding size should be less"):
+        unvalidate(m4)(torch.randn(2, 1, 2))  # what PyTorch says without the guard
+    assert m4(torch.randn(2, 1, 3)).shape == (2, 4, 7)
 
 
 def test_guard_agrees_with_pytorch_on_fuzz_cases() -> None:

@@ -238,3 +238,37 @@ def fuzz(n: int, seed: int = 0, device: str = "cpu",
             on_case(i)
     res.seconds = time.perf_counter() - t0
     return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m convdoctor.check.fuzz --n 20000 [--seed 1] [--device cpu] [--out dis.json]"""
+    import argparse
+    import json
+    import warnings
+
+    from ..progress import Progress
+
+    ap = argparse.ArgumentParser(prog="python -m convdoctor.check.fuzz")
+    ap.add_argument("--n", type=int, default=20000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--out", help="write disagreements and known differences as JSON here")
+    a = ap.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    with Progress(a.n, "fuzz") as bar:
+        res = fuzz(a.n, a.seed, a.device, on_case=lambda _i: bar.update())
+    if a.out:
+        with open(a.out, "w", encoding="utf-8") as fh:
+            json.dump({"n": res.n, "agree": res.agree, "torch_errors": res.torch_errors,
+                       "disagreements": res.disagreements, "known": res.known}, fh, indent=1)
+    kinds: dict[str, int] = {}
+    for k in res.known:
+        kinds[k["known_difference"]] = kinds.get(k["known_difference"], 0) + 1
+    print(f"{res.n} cases on {a.device} (seed {a.seed}): {res.agree} agree ({100 * res.rate:.2f}%), "
+          f"PyTorch rejected {res.torch_errors}, {len(res.disagreements)} unexplained disagreements, "
+          f"known differences {kinds or 0}, {res.seconds:.1f}s")
+    return 0 if not res.disagreements else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

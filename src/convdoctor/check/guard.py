@@ -74,6 +74,25 @@ def _call_for(name: str, mod: Any, x: Any) -> ConvCall:
         x_device=str(x.device), w_device=str(w.device))
 
 
+def _pad_mode_findings(name: str, mod: Any, x: Any) -> list[Finding]:
+    """F.pad limits for non-zero padding modes (reflect: pad < size; circular: pad <= size)."""
+    mode = getattr(mod, "padding_mode", "zeros")
+    if mode not in ("reflect", "circular") or isinstance(mod.padding, str):
+        return []
+    spatial = tuple(int(s) for s in x.shape[-len(mod.padding):])
+    bad = [(s, p) for s, p in zip(spatial, mod.padding, strict=False)
+           if (p >= s if mode == "reflect" else p > s) and p > 0]
+    if not bad:
+        return []
+    need = [p + 1 if mode == "reflect" else p for p in mod.padding]
+    return [Finding("input-too-small", "error", f"{mode} padding {tuple(mod.padding)} too large for input "
+                    f"{'x'.join(map(str, spatial))}",
+                    f"padding_mode={mode!r} needs each padded spatial size "
+                    f"{'>' if mode == 'reflect' else '>='} the padding.",
+                    f"feed at least {'x'.join(map(str, need))} or use padding_mode='zeros'/'replicate'",
+                    layer=name, data={"x_shape": list(x.shape), "padding": list(mod.padding)})]
+
+
 def validate(model: Any, *, performance: bool = False, max_shapes: int | None = None) -> Any:
     """Install the guard on every convolution module of `model` (in place) and return the model.
 
@@ -109,7 +128,7 @@ def validate(model: Any, *, performance: bool = False, max_shapes: int | None = 
                     except Exception:  # noqa: BLE001
                         cudnn_version.append(None)
                 call = _call_for(name, mod, x)
-                fs = check_call(call, device=device, performance=performance,
+                fs = _pad_mode_findings(name, mod, x) + check_call(call, device=device, performance=performance,
                                 cudnn_version=cudnn_version[0] if cudnn_version else None)
                 errors = [f for f in fs if f.severity == "error"]
                 hit = errors or None
