@@ -4,8 +4,10 @@ example matches its own pattern and is seen by the streaming pre-filter."""
 from __future__ import annotations
 
 import json
+from importlib import resources
 from pathlib import Path
 
+from convdoctor.explain.engine import analyze
 from convdoctor.explain.kb import CAUSE_IDS, causes, live_map, patterns, status_table
 from convdoctor.explain.scan import ANCHORS, scan_text
 
@@ -33,13 +35,31 @@ def test_patterns_backed_by_real_messages() -> None:
             assert p.regex.search(ex["text"]), (p.id, ex["text"])
 
 
+def _unanchored() -> set[str]:
+    raw = json.loads(resources.files("convdoctor.explain").joinpath("data", "patterns.json").read_text())
+    return {p["id"] for p in raw["patterns"] if p.get("unanchored")}
+
+
 def test_anchor_prefilter_sees_every_failure_example() -> None:
+    exempt = _unanchored()
     for p in patterns():
-        if p.role != "failure":
+        if p.role != "failure" or p.id in exempt:
             continue
         for ex in p.examples:
             low = ex["text"].lower().encode()
             assert any(a in low for a in ANCHORS), (p.id, ex["text"])
+
+
+def test_unanchored_messages_found_at_the_end_of_large_logs() -> None:
+    noise = "".join(f"INFO step {i} loss 0.1\n" for i in range(60000))
+    for p in patterns():
+        if p.id not in _unanchored():
+            continue
+        for ex in p.examples:
+            res = scan_text(noise + ex["text"] + "\nAborted\n")
+            assert not res.whole
+            d = analyze(res.lines)
+            assert d.cause_id == next(iter(p.causes)), (p.id, d.ids())
 
 
 def test_corpus_messages_survive_the_prefilter() -> None:

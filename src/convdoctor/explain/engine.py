@@ -118,6 +118,7 @@ class _Votes:
 
 
 FULL_LIMIT = 3000
+LAST_LINES = 40      # the log's last lines are always tried (the scanner always keeps them)
 RECENT_LINES = 200   # failure lines this close to the last one form the final failure
 EARLY_FACTOR = 0.6   # weight of failure patterns seen only earlier in the log
 
@@ -153,7 +154,10 @@ def analyze(lines: Iterable[tuple[int, str]], *, looked_at: dict[str, Any] | Non
 
         anchors = tuple(a.decode() for a in ANCHORS)
         hit = [i for i, low in enumerate(lows) if any(a in low for a in anchors)]
-        primary = sorted({j for i in hit for j in (i, i + 1, i + 2) if j < len(lines)})
+        last_no = lines[-1][0] if lines else 0
+        tail = [i for i in range(max(0, len(lines) - LAST_LINES), len(lines))
+                if lines[i][0] > last_no - LAST_LINES]
+        primary = sorted({j for i in hit for j in (i, i + 1, i + 2) if j < len(lines)} | set(tail))
 
     def match(i: int, pset: tuple) -> None:  # type: ignore[type-arg]
         lineno, text = lines[i]

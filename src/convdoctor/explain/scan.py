@@ -26,6 +26,7 @@ ANCHORS: tuple[bytes, ...] = (b"cud", b"rror", b"driver", b"dnn", b"xid", b"exha
 _ANCHOR_RX = tuple(re.compile(re.escape(a)) for a in ANCHORS)
 BLOCK = 8 << 20          # bytes per read
 SMALL = 1 << 20          # inputs up to this size are analysed whole, without the pre-filter
+LAST_LINES = 40          # the last lines of a log are always kept: a dying process prints its cause last
 MAX_LINE = 4000          # characters kept of one line
 MAX_CARRY = 1 << 20      # a "line" longer than this is cut (binary input without newlines)
 PARALLEL_MIN = 96 << 20  # files at least this large are scanned by two processes
@@ -65,7 +66,7 @@ class Scanner:
         self._tail: OrderedDict[int, str] = OrderedDict()
         self._carry = b""
         self._line_base = 0          # lines fully consumed before the current block
-        self._prev_tail: deque[str] = deque(maxlen=before)  # last lines before this block
+        self._prev_tail: deque[str] = deque(maxlen=max(before, LAST_LINES))  # last lines seen so far
         self._pending_after = 0      # context lines still wanted from the next block
         self.res = ScanResult()
 
@@ -128,6 +129,9 @@ class Scanner:
             self.res.whole = True
             self._small_buf = None
             return self.res
+        last = list(self._prev_tail)[-LAST_LINES:]
+        for j, text in enumerate(last):
+            self._keep(self._line_base - len(last) + 1 + j, text)
         self.res.lines = sorted({**self._head, **self._tail}.items())
         return self.res
 
@@ -165,7 +169,7 @@ class Scanner:
                 counted_to = s
                 self._keep_window(data, start, end, s, line_at, nlines)
         tail_from = max(start, end - 64 * 1024)
-        tail_lines = data[tail_from:end].split(b"\n")[-self.before - 1:-1]
+        tail_lines = data[tail_from:end].split(b"\n")[-max(self.before, LAST_LINES) - 1:-1]
         self._prev_tail.extend(_text(t) for t in tail_lines)
         self._line_base += nlines
 
@@ -174,7 +178,7 @@ class Scanner:
         pos, k = s, 1
         while k <= self.before:
             if pos <= start:  # the rest of the window is in the previous block
-                prev = list(self._prev_tail)[-(self.before - k + 1):]
+                prev = list(self._prev_tail)[-(self.before - k + 1):] if self.before - k + 1 > 0 else []
                 n = len(prev)
                 for j, text in enumerate(prev):
                     self._keep(lineno - k - (n - 1 - j), text)
