@@ -136,10 +136,28 @@ def _human(args: argparse.Namespace, shape: tuple[int, ...], dtype: str, dev: st
                          f"{d.source:<8} {wm:>9} {bm:>10}")
     if len(rep.layers) > len(shown):
         lines.append(f"  ... {len(rep.layers) - len(shown)} more (--all-layers)")
-    for note in rep.notes[:8]:
+    for note in _grouped(rep.notes)[:8]:
         lines.append(f"  note: {note}")
     lines.append("")
     sp = f"{speedup:.3f}x" if speedup else "n/a"
     lines.append(f"  end to end ({args.steps} steps each, interleaved, median): PyTorch "
                  f"{ms['pytorch']:.3f} ms, convdoctor {ms['convdoctor']:.3f} ms -> speedup {sp}")
     return "\n".join(lines)
+
+
+def _grouped(notes: list[str]) -> list[str]:
+    """'<problem>: <reason>' notes with the same reason collapse into one line with a count."""
+    groups: dict[str, list[str]] = {}
+    for n in notes:
+        head, sep, reason = n.partition(": not tuned ")
+        key = f"not tuned {reason}" if sep else n
+        groups.setdefault(key, []).append(head)
+    out = []
+    for key, heads in groups.items():
+        if key.startswith("not tuned ") and len(heads) > 1:
+            out.append(f"{len(heads)} problems {key} (e.g. {heads[0]})")
+        elif key.startswith("not tuned "):
+            out.append(f"{heads[0]}: {key}")
+        else:
+            out.append(key)
+    return out
