@@ -301,3 +301,28 @@ def test_top_level_api_is_callable_either_way() -> None:
     importlib.import_module("convdoctor.explain")  # binds convdoctor.explain to the package
     assert convdoctor.explain("AssertionError: Torch not compiled with CUDA enabled").cause_id == "cpu-only-build"
     assert callable(convdoctor.install_excepthook)
+
+
+def test_never_raises_on_arbitrary_text() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from convdoctor.explain.kb import CAUSE_IDS
+
+    fragments = st.sampled_from([
+        "CUDNN_STATUS_", "Conv2d(", "ConvTranspose3d(", "torch.randn([", "kernel_size=[", "Loaded runtime CuDNN library: ",
+        "compiled with: ", "(found version ", "Input type (", ") and weight type (", "expected input[", "Tensor{",
+        "Memory usage: ", " bytes free, ", "dimA = ", "f32[", ",", "]", ")", "(", "x", "0", "9", "\n", " ", "-1",
+        "99999999999999999999", "libcudnn", ": cannot open shared object file", "Error", "sm_", "Version JAX was built against: ",
+    ])
+    text = st.lists(st.one_of(fragments, st.text(max_size=8)), max_size=60).map("".join)
+
+    @settings(max_examples=300, deadline=None)
+    @given(text)
+    def check(t: str) -> None:
+        d = explain(t)
+        assert d.cause_id in CAUSE_IDS
+        json.dumps(d.to_dict())
+        d.render()
+
+    check()
