@@ -168,3 +168,22 @@ def test_a_backend_that_cannot_list_candidates_costs_only_this_problem() -> None
 
     r = Harness(Broken(w), HarnessConfig(now=w.now, sleep=w.sleep)).run(PROBLEM, {})
     assert r.winner is None and "could not list candidates" in r.notes[0]
+
+
+def test_noise_never_turns_a_clearly_slower_candidate_into_a_tie() -> None:
+    # "eng:a-slower" wins every tie-break (same workspace, deterministic, first key), so a tie band
+    # widened by noise would choose it; capped at 2%, the 5% faster one is chosen.
+    def picks(max_band: float) -> int:
+        fast = 0
+        for seed in range(30):
+            w = SimWorld(seed=seed, candidates=[SimCandidate("eng:a-slower", 1.05e-3),
+                                                SimCandidate("eng:z-fast", 1e-3)],
+                         noise_sigma=0.10, outlier_p=0.05)
+            cfg = HarnessConfig(budget_s=0.3, now=w.now, sleep=w.sleep, max_tie_band=max_band)
+            r = Harness(SimBackend(w), cfg).run(PROBLEM, {"backend": "sim"})
+            fast += r.winner is not None and r.winner.key == "eng:z-fast"
+        return fast
+
+    capped, uncapped = picks(0.02), picks(1.0)
+    assert capped >= 26, f"{capped}/30"
+    assert uncapped <= 20, f"uncapped band picked the faster one {uncapped}/30: trap too weak"

@@ -42,6 +42,7 @@ class HarnessConfig:
     screen_margin: float = 0.30        # hopeless: screen median > (1 + margin) x best screen median
     max_finalists: int = 6
     tie_floor: float = 0.01            # the noise band is never narrower than this
+    max_tie_band: float = 0.02         # ... nor wider than this
     throttle_pause_s: float = 0.5
     max_throttle_retries: int = 6      # in a row, per finalist, before the run is marked degraded
     check: bool = True
@@ -343,7 +344,9 @@ class Harness:
             return None, 0.0
         leader, scores = self._leader(measured)
         assert leader is not None
-        # A tie: the ratio to the leader is not clearly above 1 + tie_floor (its CI reaches it).
+        # A tie: the median ratio to the leader is within the noise band: the tie floor plus the
+        # ratio's own CI half-width, but never more than `max_tie_band` (so noise cannot make us
+        # choose a candidate measured clearly slower than the leader).
         band = self.cfg.tie_floor
         ties = [leader]
         for lv in measured:
@@ -352,8 +355,9 @@ class Harness:
             ratios = scores.get(id(lv), [])
             if not ratios:
                 continue
-            low = median_ci(ratios)[1] if len(ratios) >= 3 else statistics.median(ratios)
-            if low <= 1.0 + band:
+            half = _rel_halfwidth(ratios) if len(ratios) >= 3 else math.inf
+            lv_band = min(self.cfg.max_tie_band, band + half)
+            if statistics.median(ratios) <= 1.0 + lv_band:
                 ties.append(lv)
         ties.sort(key=lambda lv: (lv.stats.candidate.workspace_bytes,
                                   not lv.stats.candidate.deterministic, lv.stats.candidate.key))
