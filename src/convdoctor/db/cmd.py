@@ -49,6 +49,15 @@ def _env(backend: str) -> dict[str, str]:
         return environment_of(be)
 
 
+def _label(key: str) -> str:
+    from ..problem import ConvProblem
+
+    try:
+        return ConvProblem.parse(key).short()
+    except UsageError:
+        return key
+
+
 def _when(ts: float) -> str:
     return _dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
 
@@ -74,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
             for r in recs:
                 dev = r.device.get("gpu_name") or r.device.get("cpu") or r.backend
                 state = "" if r.stale is None else ("STALE" if r.stale else "valid")
-                rows.append([r.problem_key, dev, r.winner or "-", fmt_time(r.winner_time_s),
+                rows.append([_label(r.problem_key), dev, r.winner or "-", fmt_time(r.winner_time_s),
                              _when(r.created), state])
             if rows:
                 lines.append(table(rows, ["problem", "device", "winner", "time", "tuned",
