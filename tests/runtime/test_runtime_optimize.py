@@ -246,3 +246,22 @@ def test_cli_bad_input_exit_2(args: list[str], msg: str) -> None:
     p = _cli(*args)
     assert p.returncode == 2, p.stderr
     assert msg in p.stderr and "Traceback" not in p.stderr
+
+
+def test_tune_on_first_sight_uses_database_for_a_new_shape(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    m = Small()
+    x = torch.randn(2, 3, 8, 8)
+    x_new = torch.randn(1, 3, 12, 12)
+    db = tmp_path / "db.sqlite3"
+    _store(db, O.model_problems(m, x_new, train=True), "cpu:mkldnn-off")
+    O.optimize(m, x, db=db, tune_missing=False, channels_last=False, verify=False,
+               tune_on_first_sight=True, isolate=False)
+    seen: list[str] = []
+    fb.set_fault_hook(lambda s, d, k: seen.append(k))
+    try:
+        m(x_new).sum().backward()
+    finally:
+        fb.set_fault_hook(None)
+    assert seen and set(seen) == {"cpu:mkldnn-off"}
+    convdoctor.restore(m)
