@@ -56,15 +56,19 @@ def explain(exc_or_text: Any, *, live: bool | LiveChecks = False) -> Diagnosis:
     return analyze(res.lines, looked_at=looked, live=_live(live))
 
 
-def explain_file(path: str | os.PathLike[str], *, live: bool | LiveChecks = False) -> Diagnosis:
-    """Explain a log file of any size (streamed; two processes for large files)."""
+def explain_file(path: str | os.PathLike[str], *, live: bool | LiveChecks = False,
+                 progress: Any = None) -> Diagnosis:
+    """Explain a log file of any size (streamed; two processes for large files).
+
+    progress: an optional callable(done_bytes, total_bytes).
+    """
     import time
 
     from .engine import analyze
     from .scan import scan_file
 
     t0 = time.perf_counter()
-    res = scan_file(os.fspath(path))
+    res = scan_file(os.fspath(path), progress=progress)
     looked = {"source": os.fspath(path), "bytes": res.total_bytes, "total_lines": res.total_lines,
               "dropped_lines": res.dropped, "binary_fraction": round(res.binary_fraction, 3),
               "scan_s": round(time.perf_counter() - t0, 3)}

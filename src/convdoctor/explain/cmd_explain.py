@@ -56,10 +56,17 @@ def run(args: argparse.Namespace) -> int:
                 raise UsageError(f"{path} is a directory, not a log file")
             if not os.access(path, os.R_OK):
                 raise UsageError(f"cannot read {path} (permission denied)")
-            big = os.path.getsize(path) >= (64 << 20)
-            if big and sys.stderr.isatty() and not args.json:
-                print(f"convdoctor: scanning {os.path.getsize(path) >> 20} MiB ...", file=sys.stderr)
-            diag = explain_file(path, live=live)
+            size = os.path.getsize(path)
+            if size >= (32 << 20) and sys.stderr.isatty() and not args.json:
+                from ..progress import Progress
+
+                with Progress(max(1, size >> 20), label=f"scanning {size >> 20} MiB") as bar:
+                    def tick(done: int, total: int) -> None:
+                        bar.update((done >> 20) - bar.done)
+
+                    diag = explain_file(path, live=live, progress=tick)
+            else:
+                diag = explain_file(path, live=live)
     elif args.text == "-":
         diag = _explain_stream(sys.stdin.buffer, live)
     elif args.text is not None:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import os
 import re
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 # Lower-case anchors, as few as possible (each costs one pass over the log). Every failure line of
 # the knowledge base holds one of them, or sits inside the context window of a line that does:
@@ -228,6 +228,14 @@ def scan_stream(stream: BinaryIO, **kw: int) -> ScanResult:
     return sc.close()
 
 
+_PROGRESS: Any = None  # a multiprocessing.Value shared with scan workers (bytes read so far)
+
+
+def _init_worker(counter: Any) -> None:
+    global _PROGRESS
+    _PROGRESS = counter
+
+
 def _scan_range(path: str, start: int, end: int) -> ScanResult:
     """Scan bytes [start, end) of `path`; start/end are already aligned to line starts."""
     sc = Scanner(small=0)
@@ -240,6 +248,9 @@ def _scan_range(path: str, start: int, end: int) -> ScanResult:
                 break
             left -= len(chunk)
             sc.feed(chunk)
+            if _PROGRESS is not None:
+                with _PROGRESS.get_lock():
+                    _PROGRESS.value += len(chunk)
     return sc.close()
 
 
@@ -257,8 +268,12 @@ def _align(fh: BinaryIO, pos: int) -> int:
             return fh.tell() - len(chunk) + i + 1
 
 
-def scan_file(path: str, *, workers: int | None = None) -> ScanResult:
-    """Scan a log file; gzip-compressed logs (.gz or gzip magic) are decompressed on the fly."""
+def scan_file(path: str, *, workers: int | None = None,
+              progress: Callable[[int, int], None] | None = None) -> ScanResult:
+    """Scan a log file; gzip-compressed logs (.gz or gzip magic) are decompressed on the fly.
+
+    progress(done_bytes, total_bytes) is called now and then (for a progress bar).
+    """
     with open(path, "rb") as fh:
         magic = fh.read(2)
     if magic == b"\x1f\x8b":
@@ -270,16 +285,34 @@ def scan_file(path: str, *, workers: int | None = None) -> ScanResult:
     if workers is None:
         workers = 2 if size >= PARALLEL_MIN and (os.cpu_count() or 1) >= 2 else 1
     if workers <= 1:
+        sc = Scanner()
+        done = 0
         with open(path, "rb") as fh:
-            return scan_stream(fh)
+            while True:
+                chunk = fh.read(BLOCK)
+                if not chunk:
+                    break
+                sc.feed(chunk)
+                done += len(chunk)
+                if progress is not None:
+                    progress(done, size)
+        return sc.close()
     with open(path, "rb") as fh:
         cuts = [0] + [_align(fh, size * k // workers) for k in range(1, workers)] + [size]
     ranges = [(cuts[k], cuts[k + 1]) for k in range(workers) if cuts[k + 1] > cuts[k]]
-    from concurrent.futures import ProcessPoolExecutor
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-    with ProcessPoolExecutor(max_workers=len(ranges)) as pool:
-        parts = list(pool.map(_scan_range, [path] * len(ranges), [r[0] for r in ranges],
-                              [r[1] for r in ranges]))
+    counter = multiprocessing.Value("q", 0)
+    with ProcessPoolExecutor(max_workers=len(ranges), initializer=_init_worker,
+                             initargs=(counter,)) as pool:
+        futures = [pool.submit(_scan_range, path, a, b) for a, b in ranges]
+        pending = set(futures)
+        while pending:
+            _, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            if progress is not None:
+                progress(int(counter.value), size)
+        parts = [f.result() for f in futures]
     return merge(parts)
 
 
