@@ -25,7 +25,6 @@ import torch  # import torch before anything that may load cudnn
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 from convdoctor.check.checker import check_conv  # noqa: E402
-from convdoctor.check.fuzz import fuzz  # noqa: E402
 
 
 def versions() -> dict:
@@ -91,6 +90,93 @@ def time_conv(x_shape, w_shape, dtype, channels_last: bool, padding=1, iters=50)
     return ev0.elapsed_time(ev1) / iters
 
 
+DEVICE = os.environ.get("CHECK_FUZZ_DEVICE", "cuda")  # "cpu" only to test this harness off-GPU
+_STICKY = ("CUDA error", "AcceleratorError", "illegal memory access", "CUBLAS_STATUS", "unspecified launch")
+
+
+def _worker(start: int, n: int, seed: int, conn) -> None:  # noqa: ANN001
+    """Run cases start..n-1 for real on the GPU; stop after a sticky CUDA error."""
+    os.environ["CUDA_LAUNCH_BLOCKING"] = "1"  # attribute asynchronous errors to the case that caused them
+    import random
+    import warnings
+
+    import torch as _torch
+
+    from convdoctor.check.fuzz import gen_case, run_torch
+
+    warnings.filterwarnings("ignore")
+    _torch.backends.cudnn.enabled = True
+    _torch.backends.cudnn.benchmark = False
+    rng = random.Random(seed)
+    cases = [gen_case(rng) for _ in range(n)]
+    for i in range(start, n):
+        ran, msg = run_torch(cases[i], DEVICE)
+        if str(i) == os.environ.get("CHECK_FUZZ_FAKE_CRASH"):  # harness self-test only
+            ran, msg = False, "AcceleratorError: CUDA error: simulated"
+        conn.send((i, ran, msg))
+        if not ran and any(k in msg for k in _STICKY):
+            break
+    conn.close()
+
+
+def isolated_fuzz(n: int, seed: int):  # noqa: ANN201
+    import multiprocessing as mp
+    import random
+    import warnings
+
+    from convdoctor.check.fuzz import FuzzResult, gen_case, known_difference, run_checker
+
+    warnings.filterwarnings("ignore")
+    ctx = mp.get_context("spawn")
+    outcomes: dict[int, tuple[bool, str]] = {}
+    crashes: list[dict] = []
+    restarts = 0
+    t0 = time.perf_counter()
+    start = 0
+    rng = random.Random(seed)
+    cases = [gen_case(rng) for _ in range(n)]
+    while start < n and restarts < 12:  # each restart costs a torch import + CUDA init (~5 s)
+        parent, child = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_worker, args=(start, n, seed, child))
+        proc.start()
+        child.close()
+        last = start - 1
+        while True:
+            try:
+                i, ran, msg = parent.recv()
+            except EOFError:
+                break
+            outcomes[i] = (ran, msg)
+            last = i
+            if not ran and any(k in msg for k in _STICKY):
+                crashes.append({"index": i, "case": cases[i], "error": msg})
+        proc.join(timeout=30)
+        if last < start:  # the worker died on case `start` without reporting
+            outcomes[start] = (False, f"worker died (exit code {proc.exitcode})")
+            crashes.append({"index": start, "case": cases[start], "error": outcomes[start][1]})
+            last = start
+        start = last + 1
+        if start < n:
+            restarts += 1
+    res = FuzzResult()
+    for i, case in enumerate(cases):
+        if i not in outcomes:
+            continue
+        ran, msg = outcomes[i]
+        ok, ids = run_checker(case, DEVICE)
+        res.n += 1
+        res.torch_errors += not ran
+        if ran == ok:
+            res.agree += 1
+        else:
+            row = {"index": i, "case": case, "torch_ran": ran, "torch_error": msg, "checker_ok": ok,
+                   "checker_errors": ids}
+            kd = known_difference(case, DEVICE)
+            (res.known if kd else res.disagreements).append({**row, "known_difference": kd} if kd else row)
+    res.seconds = time.perf_counter() - t0
+    return res, crashes, restarts
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=4000)
@@ -99,7 +185,7 @@ def main() -> int:
     out = Path(os.environ.get("OUT", "out"))
     out.mkdir(parents=True, exist_ok=True)
     result: dict = {"versions": versions(), "n": args.n, "seed": args.seed}
-    if not torch.cuda.is_available():
+    if DEVICE == "cuda" and not torch.cuda.is_available():
         print("no CUDA GPU visible", file=sys.stderr)
         (out / "check_fuzz.json").write_text(json.dumps(result, indent=1))
         return 2
@@ -108,13 +194,18 @@ def main() -> int:
     import warnings
 
     warnings.filterwarnings("ignore")
-    # 1. fuzz
+    # 1. fuzz, in worker processes (a case that corrupts the CUDA context only costs a restart)
     t0 = time.perf_counter()
-    r = fuzz(args.n, seed=args.seed, device="cuda")
+    r, crashes, restarts = isolated_fuzz(args.n, args.seed)
     result["fuzz"] = {"n": r.n, "agree": r.agree, "rate": r.rate, "torch_errors": r.torch_errors,
                       "seconds": round(r.seconds, 1), "known_differences": len(r.known),
+                      "crashes": crashes, "worker_restarts": restarts,
                       "disagreements": r.disagreements, "known": r.known}
     (out / "check_fuzz.json").write_text(json.dumps(result, indent=1))
+    if DEVICE != "cuda":
+        print(f"fuzz {DEVICE}: {r.agree}/{r.n} agree, {len(r.disagreements)} disagreements, "
+              f"{len(crashes)} crashes, {restarts} restarts")
+        return 0
     # 2. large tensors
     probes = []
     for args_ in (
@@ -152,9 +243,12 @@ def main() -> int:
               f"ids={p.get('checker_ids')} {p.get('torch_error', '')} {p.get('seconds', '')}s")
     print(f"perf (ms): {json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in perf.items()})}")
     print(f"fuzz cuda: {r.agree}/{r.n} agree ({100 * r.rate:.2f}%), {r.torch_errors} cases PyTorch rejected, "
-          f"{len(r.disagreements)} disagreements, {len(r.known)} known differences, {r.seconds:.1f}s")
+          f"{len(r.disagreements)} disagreements, {len(r.known)} known differences, "
+          f"{len(crashes)} cases crashed the CUDA context, {restarts} worker restarts, {r.seconds:.1f}s")
+    for c in crashes[:5]:
+        print(f"  CRASH #{c['index']}: {c['error'][:100]} {c['case']}")
     for d in r.disagreements[:15]:
-        print(f"  DIS torch_ran={d['torch_ran']} checker={d['checker_errors']} {d['torch_error'][:120]}")
+        print(f"  DIS torch_ran={d['torch_ran']} checker={d['checker_errors']} {d['torch_error'][:120]} {d['case']}")
     return 0
 
 

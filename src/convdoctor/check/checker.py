@@ -186,7 +186,9 @@ def check_call(call: ConvCall, *, device: str = "cuda", allow_tf32: bool | None 
                 f"this layer needs a spatial input of at least {_fmt(need)}.",
                 "feed a larger input, add padding to this layer, or remove a downsampling step before it",
                 min_layer_input=need)
-    if x[1] > 0 and (any(k == 0 for k in w[2:]) or (call.transposed and w[1] == 0 and call.groups > 0)):
+    # (a transposed weight with 0 output channels runs on CUDA, measured on an H100; not on the CPU)
+    if x[1] > 0 and (any(k == 0 for k in w[2:])
+                     or (device == "cpu" and call.transposed and w[1] == 0 and call.groups > 0)):
         err("empty-tensor", f"weight {_fmt(w)} is empty",
             "A weight with a zero-sized kernel or zero output channels per group has no kernel.",
             "use kernel sizes >= 1 and out_channels >= groups")
@@ -200,7 +202,7 @@ def check_call(call: ConvCall, *, device: str = "cuda", allow_tf32: bool | None 
             "Complex convolutions need input and weight of the same complex dtype.",
             f"cast one side: x.to({call.weight_dtype}) or the weight to {call.dtype}")
     if call.bias_dtype is not None and call.bias_dtype != call.dtype:
-        if not call.transposed and call.padding_str is not None:
+        if not call.transposed and call.padding_str is not None and device == "cpu":
             # _convolution_mode (string padding) adds the bias after the convolution, in place:
             # any dtype that casts to the output's passes.
             if _category(call.bias_dtype) > _category(call.dtype):
