@@ -221,7 +221,9 @@ def check_call(call: ConvCall, *, device: str = "cuda", allow_tf32: bool | None 
                 f"cast the bias to {call.dtype} (model.to({call.dtype}) casts all parameters)")
     if out:
         return out
-    empty_batch = x[0] == 0 or cin == 0
+    # CUDA: a transposed conv with 0 output channels returns an empty output before any backend
+    # check (measured on an H100: int32 ran); the CPU rejects it above.
+    empty_batch = x[0] == 0 or cin == 0 or (device == "cuda" and call.transposed and w[1] == 0)
     if empty_batch:
         # Convolution.cpp select_conv_backend: zero batch or zero channels -> the Empty backend:
         # no kernel runs, so the backend checks below (dtype, dilation, output_padding) never happen.
