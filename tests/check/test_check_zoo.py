@@ -113,3 +113,13 @@ def test_memory_estimate_warning() -> None:
     assert "memory-estimate" in rep.ids()  # ~58 GiB of conv activations + workspace estimate
     small = check_model(m, input_shape=(1, 1, 32, 32, 32), gpu_memory_bytes=80 * 2**30)
     assert "memory-estimate" not in small.ids()
+
+
+def test_device_mismatch_model_on_cpu_input_on_cuda() -> None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():  # a CUDA-device input without a GPU (only its device matters here)
+        x = torch.empty(2, 1, 4000, device="cuda")
+    rep = check_model(zoo.get("sincnet"), x)
+    assert [f.layer for f in rep.errors if f.id == "device-mismatch"][:1] == ["sinc"]
+    assert check_model(zoo.get("sincnet"), torch.zeros(2, 1, 4000)).ok

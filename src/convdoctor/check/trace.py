@@ -197,6 +197,7 @@ class _Recorder:
         self.failure: TraceFailure | None = None
         self.functional_count: dict[str, int] = {}
         self.funcs = _conv_funcs()
+        self.weight_ids: dict[str, int] = {}
 
     def current(self) -> tuple[str, Any]:
         if not self.stack:
@@ -230,6 +231,8 @@ class _Recorder:
                     try:
                         layer, pmode = rec.layer_for(op)
                         call = call_from_args(op, args, kwargs, layer=layer, padding_mode=pmode)
+                        w_arg = args[1] if len(args) > 1 else kwargs.get("weight")
+                        rec.weight_ids[layer] = id(w_arg)
                     except Exception as exc:  # noqa: BLE001 - arguments the op will reject anyway
                         if rec.failure is None:
                             rec.failure = TraceFailure(rec.current()[0], op, str(exc), type(exc).__name__)
@@ -270,6 +273,14 @@ class _Recorder:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _flat(obj: Any) -> list[Any]:
+    if isinstance(obj, (list, tuple)):
+        return [v for o in obj for v in _flat(o)]
+    if isinstance(obj, dict):
+        return [v for o in obj.values() for v in _flat(o)]
+    return [obj]
 
 
 def meta_copy(model: Any) -> Any:
@@ -330,6 +341,8 @@ def trace(model: Any, example_inputs: Any = None, *, input_shape: Sequence[int] 
         example_inputs = (torch.empty(shape, dtype=dt or torch.float32, device="meta"),)
     elif isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
+    in_device = next((str(t.device) for t in _flat(example_inputs) if isinstance(t, torch.Tensor)), "meta")
+    orig_param_device = {(n, tuple(p.shape)): str(p.device) for n, p in model.named_parameters()}
     inputs = _to_meta_inputs(example_inputs, dt, mf)
     if not isinstance(inputs, (tuple, list)):
         inputs = (inputs,)
@@ -359,6 +372,15 @@ def trace(model: Any, example_inputs: Any = None, *, input_shape: Sequence[int] 
     finally:
         for h in handles:
             h.remove()
+    # Devices as the user's tensors have them (the trace itself runs on meta): the input's device
+    # for activations, each parameter's own device for weights.
+    pdev = {id(p): orig_param_device.get((n, tuple(p.shape)), "meta") for n, p in mcopy.named_parameters()}
+    wdev = {c.layer: pdev.get(rec.weight_ids.get(c.layer, -1), "meta") for c in rec.calls}
+    if in_device != "meta" or any(v != "meta" for v in wdev.values()):
+        default_w = in_device
+        rec.calls = [replace(c, x_device=in_device if in_device != "meta" else wdev[c.layer],
+                             w_device=wdev[c.layer] if wdev[c.layer] != "meta" else default_w)
+                     for c in rec.calls]
     result.calls = rec.calls
     result.failure = rec.failure
     return result
