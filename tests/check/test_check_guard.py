@@ -85,3 +85,26 @@ def test_guard_agrees_with_pytorch_on_fuzz_cases() -> None:
         assert guard_ok == ran, (c, _msg)
         checked += 1
     assert checked > 100
+
+
+class _Func(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 3, 5, 5))
+        self.c = nn.Conv2d(4, 4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.c(nn.functional.conv2d(x, self.w))
+
+
+def test_functional_guard() -> None:
+    m = _Func()
+    convdoctor.validate(m, functional=True)
+    with pytest.raises(convdoctor.ConvConfigError) as ei:
+        m(torch.randn(1, 3, 4, 4))
+    assert ei.value.layer == "<functional:conv2d>" and ei.value.findings[0].id == "input-too-small"
+    assert m(torch.randn(1, 3, 9, 9)).shape == (1, 4, 5, 5)  # the mode was left cleanly after the error
+    unvalidate(m)
+    from torch.overrides import _get_current_function_mode_stack
+
+    assert not _get_current_function_mode_stack()

@@ -5,7 +5,7 @@ module's weight (shapes, dtypes, devices, memory format: no data is read) and ru
 the device the tensors are on. A bad call raises `ConvConfigError` naming the layer, the problem and
 the fix, instead of a cuDNN status code deep inside the library. Verdicts are cached per module and
 input signature, so steady-state cost is one dict lookup per convolution. Functional convolutions
-(F.conv2d called directly) are not hooked; use `check_model` for those.
+(F.conv2d called directly) are checked with `validate(model, functional=True)`.
 """
 
 from __future__ import annotations
@@ -93,13 +93,81 @@ def _pad_mode_findings(name: str, mod: Any, x: Any) -> list[Finding]:
                     layer=name, data={"x_shape": list(x.shape), "padding": list(mod.padding)})]
 
 
-def validate(model: Any, *, performance: bool = False, max_shapes: int | None = None) -> Any:
+def _functional_guard(model: Any, performance: bool) -> list[Any]:
+    """Hooks that check direct F.conv* calls too: a TorchFunctionMode is active during the forward."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    from .trace import _conv_funcs, call_from_args
+
+    funcs = _conv_funcs()
+    names = {id(m): n for n, m in model.named_modules()}
+    stack: list[Any] = []
+    cache: dict[tuple[Any, ...], list[Finding] | None] = {}
+
+    class _Mode(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            op = funcs.get(func)
+            top = stack[-1] if stack else None
+            if op is not None and not isinstance(top, torch.nn.modules.conv._ConvNd) and len(args) >= 2:
+                x, w = args[0], args[1]
+                key = (op, id(top), tuple(x.shape), x.dtype, x.device, tuple(w.shape), w.dtype, w.device,
+                       repr(args[2:]), repr(sorted(kwargs.items(), key=lambda kv: kv[0]))[:500]
+                       if kwargs else "")
+                hit = cache.get(key, False)
+                if hit is False:
+                    parent = names.get(id(top), "") if top is not None else ""
+                    layer = f"{parent}.<functional:{op}>" if parent else f"<functional:{op}>"
+                    call = call_from_args(op, args, kwargs, layer=layer)
+                    device = "cuda" if x.device.type == "cuda" else "cpu"
+                    errs = [f for f in check_call(call, device=device, performance=performance)
+                            if f.severity == "error"]
+                    hit = errs or None
+                    cache[key] = hit
+                if hit:
+                    raise ConvConfigError(hit[0].layer or op, hit)
+            return func(*args, **kwargs)
+
+    mode = _Mode()
+    active: list[Any] = []
+
+    def push(m: Any, _a: Any) -> None:
+        stack.append(m)
+
+    def pop(m: Any, _a: Any, _o: Any) -> None:
+        if stack and stack[-1] is m:
+            stack.pop()
+
+    def enter(_m: Any, _a: Any) -> None:
+        stack.clear()
+        mode.__enter__()
+        active.append(mode)
+
+    def leave(_m: Any, _a: Any, _o: Any) -> None:
+        if active:
+            active.pop()
+            mode.__exit__(None, None, None)
+        stack.clear()
+
+    handles = [model.register_forward_pre_hook(enter)]
+    for m in model.modules():
+        handles.append(m.register_forward_pre_hook(push))
+        handles.append(m.register_forward_hook(pop, always_call=True))
+    handles.append(model.register_forward_hook(leave, always_call=True))
+    return handles
+
+
+def validate(model: Any, *, performance: bool = False, max_shapes: int | None = None,
+             functional: bool = False) -> Any:
     """Install the guard on every convolution module of `model` (in place) and return the model.
 
     `performance=True` also emits the warnings (channels_last, tensor-core alignment, ...) once per
     layer and shape as Python warnings. With torch.backends.cudnn.benchmark on, a warning is emitted
     when one layer sees more than `max_shapes` distinct input shapes (each costs a new benchmark).
-    `unvalidate(model)` removes the guard.
+    `functional=True` also checks direct F.conv*/torch.conv* calls inside the forward (through a
+    TorchFunctionMode active during the forward: every op then pays a Python dispatch, so it is off by
+    default). `unvalidate(model)` removes the guard.
     """
     import torch
 
@@ -151,6 +219,8 @@ def validate(model: Any, *, performance: bool = False, max_shapes: int | None = 
     for name, mod in model.named_modules():
         if isinstance(mod, torch.nn.modules.conv._ConvNd):
             handles.append(mod.register_forward_pre_hook(make_hook(name or type(mod).__name__)))
+    if functional:
+        handles.extend(_functional_guard(model, performance))
     object.__setattr__(model, _ATTR, handles)
     return model
 
