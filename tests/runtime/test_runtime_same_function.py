@@ -168,21 +168,34 @@ def test_double_backward_matches() -> None:
     torch.testing.assert_close(got, ref)
 
 
-def test_torch_compile_runs() -> None:
-    """torch.compile of a routed model runs and matches (the stock forward runs inside graphs)."""
+def test_torch_compile_runs_routes_inside_the_graph() -> None:
+    """torch.compile(fullgraph=True) of a routed model: no graph break, same outputs and grads, and
+    the routes run inside the compiled graph (the custom op convdoctor::routed_conv)."""
+    from convdoctor.runtime import compiled
+    from convdoctor.runtime import fallback as fb
+
+    assert compiled.available()
     torch.manual_seed(0)
-    m = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Conv2d(4, 2, 3))
-    x = torch.randn(2, 3, 8, 8)
-    ref = m(x)
+    m = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(),
+                      nn.Conv2d(4, 2, 3, padding=1, padding_mode="reflect"))
+    x = torch.randn(2, 3, 8, 8, requires_grad=True)
+    ref = grads_of(m, x)
     for i in (0, 2):
-        S.install(m[i], f"c{i}", "cpu")
-    comp = torch.compile(m, backend="aot_eager", fullgraph=True)
-    got = comp(x)
-    got.sum().backward()
-    for i in (0, 2):
-        S.uninstall(m[i])
-    torch.testing.assert_close(got, ref)
-    assert m[0].weight.grad is not None
+        route_all(m[i], x if i == 0 else torch.relu(m[0](x)).detach(),
+                  {"fprop": "cpu:mkldnn-off", "dgrad": "cpu:mkldnn-off", "wgrad": "cpu:mkldnn-on"},
+                  "cpu", f"c{i}")
+    seen: list[tuple[str, str, str]] = []
+    fb.set_fault_hook(lambda s, d, k: seen.append((s, d, k)))
+    try:
+        comp = torch.compile(m, backend="aot_eager", fullgraph=True)
+        got = grads_of(comp, x)
+    finally:
+        fb.set_fault_hook(None)
+        for i in (0, 2):
+            S.uninstall(m[i])
+    for a, b in zip(ref, got, strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
+    assert ("c0", "fprop", "cpu:mkldnn-off") in seen and ("c2", "wgrad", "cpu:mkldnn-on") in seen
 
 
 # ---------------------------------------------------------------------- GPU

@@ -33,6 +33,7 @@ from torch.nn.modules.conv import (
     _ConvNd,
 )
 
+from . import compiled as _compiled
 from . import fallback as _fb
 from .execs import ConvArgs, default_exec, fallback_tail, flag_exec
 
@@ -136,6 +137,7 @@ class Site:
         self.recording: list[dict[str, Any]] | None = None
         self.on_new_shape: Callable[[Site, tuple[Any, ...], dict[str, Any]], Route | None] | None
         self.on_new_shape = None
+        self.id = _compiled.register_site(self)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Site:
         return self
@@ -146,7 +148,9 @@ class Site:
 
     # ------------------------------------------------------------------ forward
     def forward(self, m: _ConvNd, x: torch.Tensor, output_size: Any = None) -> torch.Tensor:
-        if not self.enabled or _is_compiling():
+        compiling = _is_compiling()
+        if not self.enabled or (compiling and (not _compiled.available() or (
+                self.transposed and output_size is not None))):
             if self.transposed:
                 return self.cls_forward(m, x, output_size)
             return self.cls_forward(m, x)
@@ -167,13 +171,16 @@ class Site:
             x = x.unsqueeze(0)
         dev = self.device_type
         if torch.is_autocast_enabled(dev):
-            y = self._autocast_call(m, x, w, b, args, dev)
+            y = self._autocast_call(m, x, w, b, args, dev, compiling)
+        elif compiling:  # an opaque custom op: the route is looked up when the graph runs
+            y = torch.ops.convdoctor.routed_conv(x, w, b, self.id)
         else:
             y = self._call(x, w, b, args)
         return y.squeeze(0) if unbatched else y
 
     def _autocast_call(self, m: _ConvNd, x: torch.Tensor, w: torch.Tensor,
-                       b: torch.Tensor | None, args: ConvArgs, dev: str) -> torch.Tensor:
+                       b: torch.Tensor | None, args: ConvArgs, dev: str,
+                       compiling: bool = False) -> torch.Tensor:
         dt = torch.get_autocast_dtype(dev)
 
         def cast(t: torch.Tensor | None) -> torch.Tensor | None:
@@ -182,6 +189,9 @@ class Site:
             return t.to(dt)
 
         with torch.autocast(dev, enabled=False):
+            if compiling:
+                return torch.ops.convdoctor.routed_conv(  # type: ignore[no-any-return]
+                    cast(x), cast(w), cast(b), self.id)
             return self._call(cast(x), cast(w), cast(b), args)  # type: ignore[arg-type]
 
     def _call(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
@@ -199,6 +209,11 @@ class Site:
         if self.recording is not None:
             self.recording.append(_record(key, x, w, b, y, args, needs_grad))
         return y  # type: ignore[no-any-return]
+
+    def route_for(self, x: torch.Tensor, w: torch.Tensor) -> Route:
+        key = (x.shape, x.stride(), x.dtype)
+        route = self.routes.get(key)
+        return route if route is not None else self._new_shape(key, x, w)
 
     def _new_shape(self, key: tuple[Any, ...], x: torch.Tensor, w: torch.Tensor) -> Route:
         route: Route | None = None
