@@ -100,6 +100,7 @@ def test_injected_failures_lose_no_step() -> None:
     tags = {(s, d) for s, d, _ in fired}
     assert len(route_warnings) == len(tags)
     assert any("CUDNN_STATUS_NOT_SUPPORTED" in str(x.message) for x in route_warnings)
+    assert any("Diagnosis: [" in str(x.message) for x in route_warnings)  # explain's cause
     # After the first failure the layer stays on the next executor: the failing one is not retried
     # on every step.
     for site_name in ("c1", "c2", "c3"):
@@ -138,6 +139,7 @@ def test_unrecoverable_raises_with_diagnosis() -> None:
     with pytest.raises(fb.UnrecoverableConvError, match="illegal memory access") as ei:
         m(x)
     assert "restart the process" in str(ei.value)
+    assert "diagnosis: [illegal-memory-access]" in str(ei.value)  # convdoctor.explain's cause id
     assert seen == ["cpu:mkldnn-off"]  # never retried on another engine
 
 

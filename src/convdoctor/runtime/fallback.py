@@ -76,6 +76,13 @@ def diagnose(exc: BaseException) -> str:
 def _summarize(result: object) -> str:
     if result is None:
         return ""
+    causes = getattr(result, "causes", None)  # convdoctor.explain.Diagnosis
+    if causes:
+        top = causes[0]
+        title = getattr(top, "title", "") or str(top)
+        cid = getattr(top, "id", "")
+        fix = getattr(top, "fix", "")
+        return (f"[{cid}] " if cid else "") + title + (f" (fix: {fix})" if fix else "")
     for attr in ("summary", "title", "cause"):
         val = getattr(result, attr, None)
         if isinstance(val, str) and val:
