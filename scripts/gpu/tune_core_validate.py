@@ -85,14 +85,14 @@ def main() -> int:
         summary.append(f"tune issue layer: rc={rc}, output not readable ({exc})")
         ok = False
     rc, out = step("tune again (db)", [PY, "-m", "convdoctor", "tune", "--problem", ISSUE,
-                                       "--backend", BACKEND, "--detail"], 40, "tune_issue_again.txt")
+                                       "--backend", BACKEND, "--detail"], 30, "tune_issue_again.txt")
     summary.append(f"tune again: rc={rc}, from db: {'(db)' in out}")
     ok &= "(db)" in out
 
     # 3. bench: the side-by-side comparison on a few problems
     rc, out = step("bench fp32-nchw", [PY, "-m", "convdoctor", "bench", "cnn-layers", "--limit",
-                                       LIMIT, "--budget", "1", "--backend", BACKEND, "--json"],
-                   110, "bench_fp32_nchw.json")
+                                       LIMIT, "--budget", "0.5", "--backend", BACKEND, "--json"],
+                   130, "bench_fp32_nchw.json")
     try:
         s = json.loads(out)["summary"]
         summary.append("bench fp32-nchw fprop: " + ", ".join(
@@ -102,7 +102,7 @@ def main() -> int:
         ok = False
 
     # 4. database load time
-    rc, out = step("db load", [PY, "benchmarks/bench_tune_db.py"], 30, "bench_tune_db.txt")
+    rc, out = step("db load", [PY, "benchmarks/bench_tune_db.py"], 20, "bench_tune_db.txt")
     summary.append(out.strip() or f"bench_tune_db: rc={rc}")
 
     print("\n=== tune_core summary ===")
