@@ -11,7 +11,9 @@ steps; the median is reported):
   eager_benchmark   PyTorch eager, cudnn.benchmark=True (CUDA only)
   compile           torch.compile(mode="max-autotune") (only for the models named in --compile)
   convdoctor        convdoctor.optimize(model, x, train) on the tuning database in --out
-and, on CUDA, the time to the first training step of ResNet-50 fp32 in a fresh process: with a
+Each variant runs in its own process (PyTorch caches its cuDNN choice per shape without the
+benchmark flag, so in one process the first mode to run a shape decides for the others).
+And, on CUDA, the time to the first training step of ResNet-50 fp32 in a fresh process: with a
 warm database (optimize + first step) against cudnn.benchmark=True (its search + first step).
 `overhead()` measures the CPU time per convolution call: stock module vs routed module.
 Writes JSON into --out and prints a table last.
@@ -20,7 +22,6 @@ Writes JSON into --out and prints a table last.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import statistics
@@ -39,7 +40,7 @@ import torch  # noqa: E402
 
 from convdoctor import zoo  # noqa: E402
 from convdoctor.runtime import optimizer as opt  # noqa: E402
-from convdoctor.runtime.timing import make_step, median, sync, time_interleaved  # noqa: E402
+from convdoctor.runtime.timing import make_step, median, sync, time_steps  # noqa: E402
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "resnet50_fp32": {"model": "resnet50", "cuda": (32, 3, 224, 224), "cpu": (2, 3, 64, 64),
@@ -64,80 +65,79 @@ def build(cfg: dict[str, Any], dev: str) -> tuple[torch.nn.Module, torch.Tensor]
     return model, x
 
 
-def with_benchmark(step: Any, on: bool) -> Any:
-    def run() -> None:
-        prev = torch.backends.cudnn.benchmark
-        torch.backends.cudnn.benchmark = on
-        try:
-            step()
-        finally:
-            torch.backends.cudnn.benchmark = prev
-    return run
-
-
-def bench_config(name: str, cfg: dict[str, Any], dev: str, db: str, args: argparse.Namespace,
-                 deadline: float) -> dict[str, Any]:
-    out: dict[str, Any] = {"config": name, "model": cfg["model"], "input_shape": list(cfg[dev]),
-                           "dtype": cfg["dtype"], "user_channels_last": cfg["channels_last"],
-                           "modes": {}}
-    for train in (True, False):
-        mode = "train" if train else "inference"
-        model, x = build(cfg, dev)
-        if not train:
-            model.eval()
-        res: dict[str, Any] = {}
-        variants: dict[str, Any] = {}
-        base_h = copy.deepcopy(model)
-        variants["eager_heuristic"] = with_benchmark(
-            make_step(base_h, x, train, with_optimizer=train), False)
-        if dev == "cuda":
-            base_b = copy.deepcopy(model)
-            variants["eager_benchmark"] = with_benchmark(
-                make_step(base_b, x, train, with_optimizer=train), True)
-        if cfg["model"] in args.compile and time.monotonic() < deadline:
+def variant_child(variant: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Run one variant over every config and mode in THIS process (the parent starts one process
+    per variant: PyTorch caches its cuDNN choice per shape without the benchmark flag, so heuristic
+    and benchmark runs in one process would share choices)."""
+    dev = args.device
+    if dev == "cuda":
+        torch.backends.cudnn.allow_tf32 = True
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.benchmark = variant == "eager_benchmark"
+    deadline = time.monotonic() + args.time_budget
+    out: dict[str, Any] = {}
+    for name in args.configs.split(","):
+        cfg = CONFIGS[name]
+        if variant == "compile" and cfg["model"] not in args.compile:
+            continue
+        for train in (True, False):
+            mode = "train" if train else "inference"
+            res: dict[str, Any] = {}
             try:
-                comp = torch.compile(copy.deepcopy(model), mode="max-autotune")
+                model, x = build(cfg, dev)
+                if not train:
+                    model.eval()
                 t0 = time.monotonic()
-                st = make_step(comp, x, train, with_optimizer=train)
-                st()
+                if variant == "compile":
+                    model = torch.compile(model, mode="max-autotune")
+                elif variant == "convdoctor":
+                    left = deadline - time.monotonic()
+                    opt.optimize(model, x, train=train, db=args.db, tune_missing=left > 0,
+                                 budget_s=args.budget, steps=max(4, args.steps // 2),
+                                 backend="cuda" if dev == "cuda" else "cpu",
+                                 tune_time_limit_s=max(left, 0.0))
+                    rep = opt.report_of(model)
+                    res["report"] = {
+                        "channels_last": rep.channels_last,
+                        "channels_last_reason": rep.channels_last_reason,
+                        "routing": rep.routing, "routing_reason": rep.routing_reason,
+                        "problems": rep.problems, "from_db": rep.from_db, "tuned": rep.tuned,
+                        "untuned": rep.untuned, "tuning_s": rep.tuning_s, "notes": rep.notes[:20],
+                        "choices": _choice_counts(rep)}
+                step = make_step(model, x, train, with_optimizer=train)
+                step()
                 sync(dev)
-                res["compile_first_step_s"] = time.monotonic() - t0
-                variants["compile"] = st
-            except Exception as exc:  # noqa: BLE001 - reported, not fatal
-                res["compile_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-        left = deadline - time.monotonic()
-        tune = left > 0
-        t0 = time.monotonic()
-        try:
-            opt.optimize(model, x, train=train, db=db, tune_missing=tune, budget_s=args.budget,
-                         steps=args.steps // 2, backend="cuda" if dev == "cuda" else "cpu",
-                         tune_time_limit_s=max(left, 0.0))
-            rep = opt.report_of(model)
-            res["optimize_s"] = time.monotonic() - t0
-            res["report"] = {
-                "channels_last": rep.channels_last, "channels_last_reason": rep.channels_last_reason,
-                "routing": rep.routing, "routing_reason": rep.routing_reason,
-                "problems": rep.problems, "from_db": rep.from_db, "tuned": rep.tuned,
-                "untuned": rep.untuned, "tuning_s": rep.tuning_s, "notes": rep.notes[:20],
-                "choices": _choice_counts(rep)}
-            if not tune:
-                res["note"] = "past the time budget: database only, no new tuning"
-            variants["convdoctor"] = with_benchmark(
-                make_step(model, x, train, with_optimizer=train), False)
-        except Exception as exc:  # noqa: BLE001
-            res["convdoctor_error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
-        samples = time_interleaved(variants, dev, warmup=3, steps=args.steps, rounds=4)
-        res["ms"] = {k: median(v) for k, v in samples.items()}
-        res["samples_ms"] = samples
-        eager = [v for k, v in res["ms"].items() if k.startswith("eager")]
-        if "convdoctor" in res["ms"] and eager:
-            res["speedup_vs_best_eager"] = min(eager) / res["ms"]["convdoctor"]
-            res["speedup_vs_heuristic"] = res["ms"]["eager_heuristic"] / res["ms"]["convdoctor"]
-        out["modes"][mode] = res
-        del model, base_h, variants
-        if dev == "cuda":
-            torch.cuda.empty_cache()
+                res["setup_and_first_step_s"] = time.monotonic() - t0
+                samples = time_steps(step, dev, warmup=4, steps=args.steps)
+                res["ms"] = median(samples)
+                res["samples_ms"] = samples
+                del model, step
+            except Exception as exc:  # noqa: BLE001 - reported, the other configs go on
+                res["error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
+            out.setdefault(name, {})[mode] = res
+            if dev == "cuda":
+                torch.cuda.empty_cache()
     return out
+
+
+def run_variant(variant: str, args: argparse.Namespace, timeout: float) -> dict[str, Any]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--variant-child", variant,
+           "--device", args.device, "--configs", args.configs, "--db", args.db,
+           "--steps", str(args.steps), "--budget", str(args.budget),
+           "--time-budget", str(args.time_budget), "--compile", ",".join(args.compile)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"_error": f"timed out after {timeout:.0f} s"}
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        return {"_error": f"exit {p.returncode}: {p.stderr[-1500:]}"}
+    data = json.loads(lines[-1])
+    data["_wall_s"] = time.monotonic() - t0
+    return data  # type: ignore[no-any-return]
 
 
 def _choice_counts(rep: Any) -> dict[str, int]:
@@ -274,6 +274,9 @@ def _overhead_one(dev: str, n: int, c: int, hw: int, calls: int, repeats: int) -
     return res
 
 
+VARIANTS = ("eager_heuristic", "eager_benchmark", "compile", "convdoctor")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -282,53 +285,73 @@ def main() -> int:
     ap.add_argument("--db", default=None)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--budget", type=float, default=0.3, help="tuning seconds per problem")
-    ap.add_argument("--time-budget", type=float, default=360.0,
-                    help="seconds after which no new tuning/compiling starts")
+    ap.add_argument("--time-budget", type=float, default=240.0,
+                    help="seconds of tuning (over all configs) in the convdoctor process")
     ap.add_argument("--compile", default="", help="comma-separated zoo models to torch.compile")
+    ap.add_argument("--variant-timeout", type=float, default=420.0)
     ap.add_argument("--quick", action="store_true", help="CPU: fewer steps")
     ap.add_argument("--skip-overhead", action="store_true")
     ap.add_argument("--first-step-child", default=None)
+    ap.add_argument("--variant-child", default=None)
     ap.add_argument("--cl", default="auto")
     args = ap.parse_args()
+    args.compile = [c for c in args.compile.split(",") if c]
     if args.first_step_child:
         first_step_child(args.first_step_child, args.db, args.cl)
         return 0
-    args.compile = [c for c in args.compile.split(",") if c]
-    t_start = time.monotonic()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    db = args.db or str(out / "tuning.sqlite3")
-    dev = args.device
-    if args.quick:
-        args.steps = min(args.steps, 6)
-    if dev == "cuda":
-        torch.backends.cudnn.allow_tf32 = True
-        torch.backends.cuda.matmul.allow_tf32 = True
-    env = {"torch": torch.__version__, "device": torch.cuda.get_device_name(0) if dev == "cuda"
-           else "cpu", "cudnn": torch.backends.cudnn.version() if dev == "cuda" else None,
-           "threads": torch.get_num_threads()}
-    results: dict[str, Any] = {"env": env, "configs": []}
-    (out / "runtime_bench.json").write_text(json.dumps(results, indent=2))
-    if not args.skip_overhead:
-        results["overhead"] = overhead(dev)
-        (out / "runtime_bench.json").write_text(json.dumps(results, indent=2, default=str))
-    deadline = time.monotonic() + args.time_budget
+    if args.variant_child:
+        print(json.dumps(variant_child(args.variant_child, args), default=str))
+        return 0
     for name in args.configs.split(","):
         if name not in CONFIGS:
             print(f"unknown config {name}; have {', '.join(CONFIGS)}", file=sys.stderr)
             return 2
-        try:
-            r = bench_config(name, CONFIGS[name], dev, db, args, deadline)
-        except Exception as exc:  # noqa: BLE001 - keep the other configs
-            r = {"config": name, "error": f"{type(exc).__name__}: {str(exc)[:800]}"}
-        results["configs"].append(r)
-        (out / "runtime_bench.json").write_text(json.dumps(results, indent=2, default=str))
+    t_start = time.monotonic()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    args.db = args.db or str(out / "tuning.sqlite3")
+    dev = args.device
+    if args.quick:
+        args.steps = min(args.steps, 6)
+    env = {"torch": torch.__version__, "device": torch.cuda.get_device_name(0) if dev == "cuda"
+           else "cpu", "cudnn": torch.backends.cudnn.version() if dev == "cuda" else None,
+           "threads": torch.get_num_threads(), "steps": args.steps,
+           "method": "one process per variant; warm-up 4 steps + first step, then --steps timed "
+                     "steps (device-synchronized), median"}
+    results: dict[str, Any] = {"env": env, "configs": {}, "variants": {}}
+    path = out / "runtime_bench.json"
+    path.write_text(json.dumps(results, indent=2))
+    if not args.skip_overhead:
+        results["overhead"] = overhead(dev)
+        path.write_text(json.dumps(results, indent=2, default=str))
+    for variant in VARIANTS:
+        if variant == "eager_benchmark" and dev != "cuda":
+            continue
+        if variant == "compile" and not args.compile:
+            continue
+        data = run_variant(variant, args, args.variant_timeout)
+        results["variants"][variant] = {k: v for k, v in data.items() if k.startswith("_")}
+        for name, modes in data.items():
+            if name.startswith("_"):
+                continue
+            for mode, r in modes.items():
+                slot = results["configs"].setdefault(name, {}).setdefault(mode, {})
+                slot[variant] = r
+        path.write_text(json.dumps(results, indent=2, default=str))
+    for modes in results["configs"].values():
+        for slot in modes.values():
+            eager = [slot[v]["ms"] for v in ("eager_heuristic", "eager_benchmark")
+                     if v in slot and "ms" in slot[v]]
+            cd = slot.get("convdoctor", {}).get("ms")
+            if cd and eager:
+                slot["speedup_vs_best_eager"] = min(eager) / cd
+                slot["speedup_vs_heuristic"] = slot["eager_heuristic"]["ms"] / cd
     if dev == "cuda":
-        chosen = next((c for c in results["configs"] if c.get("config") == "resnet50_fp32"), {})
-        cl = bool(chosen.get("modes", {}).get("train", {}).get("report", {}).get("channels_last"))
-        results["first_step_resnet50_fp32_train"] = first_step(db, cl)
+        chosen = results["configs"].get("resnet50_fp32", {}).get("train", {}).get("convdoctor", {})
+        cl = bool(chosen.get("report", {}).get("channels_last"))
+        results["first_step_resnet50_fp32_train"] = first_step(args.db, cl)
     results["total_s"] = time.monotonic() - t_start
-    (out / "runtime_bench.json").write_text(json.dumps(results, indent=2, default=str))
+    path.write_text(json.dumps(results, indent=2, default=str))
     print(table(results))
     return 0
 
@@ -339,34 +362,32 @@ def table(results: dict[str, Any]) -> str:
         parts = [f"{k}: fwd {v['fwd_us']:.1f} us, fwd+bwd {v['fwdbwd_us']:.1f} us"
                  for k, v in row.items() if isinstance(v, dict)]
         lines.append(f"overhead {row['shape']} ({row['device']}): " + "; ".join(parts))
-    hdr = f"{'config':<18} {'mode':<9} " + " ".join(f"{k:>16}" for k in (
-        "eager_heuristic", "eager_benchmark", "compile", "convdoctor")) + f" {'vs best eager':>13}"
-    lines.append(hdr)
-    for c in results["configs"]:
-        if "error" in c:
-            lines.append(f"{c['config']:<18} ERROR {c['error'][:200]}")
-            continue
-        for mode, r in c["modes"].items():
-            ms = r.get("ms", {})
-            cells = " ".join(f"{ms[k]:>13.3f} ms" if k in ms else f"{'-':>16}" for k in (
-                "eager_heuristic", "eager_benchmark", "compile", "convdoctor"))
-            sp = r.get("speedup_vs_best_eager")
-            lines.append(f"{c['config']:<18} {mode:<9} {cells} "
-                         f"{(f'{sp:.3f}x' if sp else '-'):>13}")
-            rep = r.get("report", {})
+    for v, info in results.get("variants", {}).items():
+        if "_error" in info:
+            lines.append(f"variant {v}: ERROR {str(info['_error'])[-400:]}")
+    lines.append(f"{'config':<18} {'mode':<9} " + " ".join(f"{k:>16}" for k in VARIANTS)
+                 + f" {'vs best eager':>13}")
+    for name, modes in results["configs"].items():
+        for mode, slot in modes.items():
+            cells = " ".join(f"{slot[k]['ms']:>13.3f} ms" if "ms" in slot.get(k, {})
+                             else f"{('ERR' if 'error' in slot.get(k, {}) else '-'):>16}"
+                             for k in VARIANTS)
+            sp = slot.get("speedup_vs_best_eager")
+            lines.append(f"{name:<18} {mode:<9} {cells} {(f'{sp:.3f}x' if sp else '-'):>13}")
+            rep = slot.get("convdoctor", {}).get("report")
             if rep:
                 lines.append(f"{'':<28}layout {'channels_last' if rep['channels_last'] else 'as given'}"
                              f", routing {'on' if rep['routing'] else 'off'}, problems "
                              f"{rep['problems']} (db {rep['from_db']}, tuned {rep['tuned']} in "
                              f"{rep['tuning_s']:.0f}s), choices {rep['choices']}")
-            for k in ("convdoctor_error", "compile_error", "note"):
-                if k in r:
-                    lines.append(f"{'':<28}{k}: {r[k][:200]}")
+            for k in VARIANTS:
+                if "error" in slot.get(k, {}):
+                    lines.append(f"{'':<28}{k} error: {slot[k]['error'][:300]}")
     fs = results.get("first_step_resnet50_fp32_train")
     if fs:
         lines.append("time to first training step, ResNet-50 fp32 (fresh process): " + "; ".join(
             f"{k}: {v.get('first_step_s', float('nan')):.2f} s" if "first_step_s" in v
-            else f"{k}: {str(v.get('error'))[:200]}" for k, v in fs.items()))
+            else f"{k}: {str(v.get('error'))[-300:]}" for k, v in fs.items()))
     lines.append(f"total {results.get('total_s', 0):.0f} s")
     return "\n".join(lines)
 

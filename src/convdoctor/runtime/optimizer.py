@@ -600,6 +600,12 @@ def _build_routes(sites: dict[str, _site.Site], records: dict[str, list[dict[str
                     layer.directions.append(choice)
             s.routes[key] = _site.Route(chains, source="tuned")
             report.layers.append(layer)
+    n_bench = sum(d.key == "torch:benchmark" for lay in report.layers for d in lay.directions)
+    if n_bench:
+        report.notes.append(
+            f"{n_bench} choices are torch:benchmark: PyTorch caches its cuDNN choice per shape "
+            "without the benchmark flag, so they give benchmark's pick only for shapes this process "
+            "has not run before with benchmark off (optimize's own measurements run first)")
 
 
 class _FirstSight:
@@ -671,6 +677,9 @@ def _verify(model: torch.nn.Module, inputs: Any, train: bool, sites: dict[str, _
     ms = {k: median(v) for k, v in samples.items()}
     keep = ms["routed"] <= ms["unrouted"]
     set_enabled(keep)
+    if not keep:  # no wrapper left at all: exactly PyTorch's path, zero per-call cost
+        for m in model.modules():
+            _site.uninstall(m)
     report.routing = keep
     report.verify_ms = dict(ms, chosen=ms["routed"] if keep else ms["unrouted"])
     report.routing_reason = (f"measured end to end: routed {ms['routed']:.3f} ms, PyTorch's path "
