@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Run several areas' GPU validation commands in one device call.
+#   bash scripts/gpu/batch.sh REQDIR area1 area2 ...
+# REQDIR/<area>.txt holds one shell command line for that area. Each runs with its own OUT
+# (/tmp/o/<area>), its console in _stdout.txt, and comes back as $OUT/<area>.tgz.
+set -u
+REQ=$1; shift
+R=${OUT:?OUT must be set}
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+command -v python >/dev/null || ln -s "$(command -v python3)" /usr/local/bin/python
+for area in "$@"; do
+  mkdir -p "/tmp/o/$area"
+  t0=$(date +%s)
+  ( export OUT="/tmp/o/$area"; bash -c "$(cat "$REQ/$area.txt")" > "/tmp/o/$area/_stdout.txt" 2>&1; echo "rc=$?" >> "/tmp/o/$area/_stdout.txt" )
+  echo "=== $area ($(( $(date +%s) - t0 )) s)"; tail -12 "/tmp/o/$area/_stdout.txt"
+  ( cd /tmp/o && tar czf "$R/$area.tgz" "$area" )
+done
