@@ -8,7 +8,7 @@ not offered there. Asymmetric padding runs as a pre-padded input with pad 0 for 
 (PyTorch pads symmetrically); the pad itself is outside the timed interval.
 There is no cache flush on the CPU (it would cost more than small convolutions).
 The CPU's analogue of a GPU clock slowdown is contention: other processes taking the cores. Each
-timed batch (of at least 1 ms) records the share of its threads' CPU time the process got (process
+timed batch (of at least 20 ms: CPU time is accounted in scheduler ticks) records the share of its threads' CPU time the process got (process
 CPU time / (wall time x threads)), relative to the best share that runner ever got (small kernels
 do not use every thread); `clock()` reports a slowdown when it fell below CONVDOCTOR_CPU_MIN_SHARE
 (default 0.6; 0 turns the check off), so the harness discards the batch, pauses and retries,
@@ -64,6 +64,9 @@ def _mkldnn_enabled(torch: Any, on: bool) -> Iterator[None]:
         yield
     finally:
         set_(old)
+
+
+MIN_JUDGED_S = 0.02
 
 
 def min_share() -> float:
@@ -139,10 +142,11 @@ class CpuRunner:
             self._fn(self.x, self.w, self.dy)
             out.append(time.perf_counter() - t0)
         wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-        if self.backend is not None and wall >= 1e-3:
+        if self.backend is not None and wall >= MIN_JUDGED_S:
             # Relative to the best share this runner ever got: small kernels may not use every
-            # thread, so an absolute share would flag them all the time.
-            share = cpu / (wall * max(1, self.torch.get_num_threads()))
+            # thread, so an absolute share would flag them all the time. Process CPU time is
+            # accounted in scheduler ticks, so batches shorter than MIN_JUDGED_S are not judged.
+            share = min(1.0, cpu / (wall * max(1, self.torch.get_num_threads())))
             self.peak_share = max(self.peak_share, share)
             self.backend.last_share = share / self.peak_share if self.peak_share > 0 else None
         return out
