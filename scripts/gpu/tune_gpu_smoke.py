@@ -15,10 +15,12 @@ Writes $OUT/tune_gpu_smoke.json (log lines on stdout, summary table last).
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
 import statistics
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -54,6 +56,34 @@ def log(msg: str) -> None:
     print(msg, flush=True)
 
 
+class Watch:
+    """Progress trail in $OUT/progress.txt; a Python traceback there if one step takes > 25 s
+    (faulthandler, works even when the main thread holds the GIL in C++); if a step takes > 40 s
+    and the GIL is free, the report so far is written and the script exits."""
+
+    def __init__(self, out: Path, on_stuck) -> None:
+        self.f = open(out / "progress.txt", "w", buffering=1)  # noqa: SIM115
+        self.on_stuck = on_stuck
+        self.step_started = time.monotonic()
+        self.step = ""
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def __call__(self, step: str) -> None:
+        self.step, self.step_started = step, time.monotonic()
+        self.f.write(f"{time.strftime('%H:%M:%S')} {step}\n")
+        faulthandler.cancel_dump_traceback_later()
+        faulthandler.dump_traceback_later(25, repeat=False, file=self.f)
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(1.0)
+            if time.monotonic() - self.step_started > 40:
+                self.f.write(f"STUCK > 40 s in: {self.step}\n")
+                log(f"STUCK > 40 s in: {self.step}; writing the report so far and exiting")
+                self.on_stuck(self.step)
+                os._exit(3)
+
+
 def problems() -> list[tuple[str, ConvProblem]]:
     out = []
     for name, text in PROBLEMS.items():
@@ -62,8 +92,13 @@ def problems() -> list[tuple[str, ConvProblem]]:
     return out
 
 
+WATCH = None
+
+
 def measure(backend: CudaBackend, problem: ConvProblem, cand: Candidate,
             best_ms: float = float("inf")) -> dict:
+    if WATCH is not None:
+        WATCH(f"{problem.short()} {cand.key}")
     rec: dict = {"key": cand.key, "workspace": cand.workspace_bytes, "notes": list(cand.notes),
                  "deterministic": cand.deterministic}
     t0 = time.perf_counter()
@@ -110,6 +145,29 @@ def measure(backend: CudaBackend, problem: ConvProblem, cand: Candidate,
     return rec
 
 
+def table(report: dict) -> None:
+    def f(v: object) -> str:
+        return f"{v:8.3f}" if isinstance(v, float) else f"{str(v)[:8]:>8}"
+
+    log("")
+    log(f"{'case':34} {'cands':>5} {'ok':>3} {'bad':>3} {'best cudnn':>10} {'heur':>8} "
+        f"{'bench':>8} {'off':>8} {'x bench':>7} {'%roof':>5}  best plan")
+    for label, c in report["cases"].items():
+        if "error" in c:
+            log(f"{label:34} ERROR {c['error'][:80]}")
+            continue
+        b = c.get("best_cudnn") or {}
+        bms = b.get("ms")
+        bench = c.get("torch:benchmark")
+        sp = (bench / bms) if isinstance(bench, float) and isinstance(bms, float) else None
+        roof = (c.get("roofline_best") or {}).get("percent")
+        log(f"{label:34} {c.get('n_candidates', 0):5d} {c.get('n_ok', 0):3d} "
+            f"{c.get('n_disqualified', 0) + c.get('n_failed', 0):3d} {f(bms):>10} "
+            f"{f(c.get('torch:heuristic'))} {f(bench)} {f(c.get('torch:cudnn-off'))} "
+            f"{(f'{sp:7.2f}' if sp else '      -')} {(f'{roof:5.0f}' if roof else '    -')}  "
+            f"{b.get('key', '-')}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="", help="substring filter on case labels")
@@ -120,6 +178,14 @@ def main() -> int:
     t_start = time.perf_counter()
     backend = CudaBackend(max_extra=8, enum_budget_s=1.5)
     report: dict = {"env": backend.environment(), "cases": {}, "errors": []}
+
+    def on_stuck(step: str) -> None:
+        report["errors"].append(f"stuck > 40 s in {step}; exited")
+        (out / "tune_gpu_smoke.json").write_text(json.dumps(report, indent=1, default=str))
+        table(report)
+
+    global WATCH
+    WATCH = Watch(out, on_stuck)
     props = torch.cuda.get_device_properties(backend.device)
     report["l2_bytes"] = int(getattr(props, "L2_cache_size", 0) or 0)
     clk = NvmlClock(backend.device)
@@ -145,6 +211,7 @@ def main() -> int:
         report["cases"][label] = case
         try:
             t0 = time.perf_counter()
+            WATCH(f"{label}: candidates")
             cands = backend.candidates(p)
             case["candidates_s"] = time.perf_counter() - t0
             en = backend.last_enumeration
@@ -222,27 +289,7 @@ def main() -> int:
     report["wall_s"] = time.perf_counter() - t_start
     (out / "tune_gpu_smoke.json").write_text(json.dumps(report, indent=1, default=str))
 
-    # summary table last
-    def f(v: object) -> str:
-        return f"{v:8.3f}" if isinstance(v, float) else f"{str(v)[:8]:>8}"
-
-    log("")
-    log(f"{'case':34} {'cands':>5} {'ok':>3} {'bad':>3} {'best cudnn':>10} {'heur':>8} "
-        f"{'bench':>8} {'off':>8} {'x bench':>7} {'%roof':>5}  best plan")
-    for label, c in report["cases"].items():
-        if "error" in c:
-            log(f"{label:34} ERROR {c['error'][:80]}")
-            continue
-        b = c.get("best_cudnn") or {}
-        bms = b.get("ms")
-        bench = c.get("torch:benchmark")
-        sp = (bench / bms) if isinstance(bench, float) and isinstance(bms, float) else None
-        roof = (c.get("roofline_best") or {}).get("percent")
-        log(f"{label:34} {c.get('n_candidates', 0):5d} {c.get('n_ok', 0):3d} "
-            f"{c.get('n_disqualified', 0) + c.get('n_failed', 0):3d} {f(bms):>10} "
-            f"{f(c.get('torch:heuristic'))} {f(bench)} {f(c.get('torch:cudnn-off'))} "
-            f"{(f'{sp:7.2f}' if sp else '      -')} {(f'{roof:5.0f}' if roof else '    -')}  "
-            f"{b.get('key', '-')}")
+    table(report)
     log(f"errors: {report['errors']}")
     log(f"wall {report['wall_s']:.0f}s; JSON: {out / 'tune_gpu_smoke.json'}")
     return 0
