@@ -144,7 +144,13 @@ def test_optimize_with_real_cpu_tuner(tmp_path: Path) -> None:
         if r is None:
             assert lay.directions[0].key == "torch:default"
         else:
-            assert lay.directions[0].key == r.winner.key and lay.directions[0].source == "tuned"
+            chosen = lay.directions[0]
+            assert chosen.source == "tuned"
+            # The tuner's winner, unless another correct candidate measured faster beyond the
+            # tuner's noise band (then the faster one).
+            st = {c.candidate.key: c.median_s for c in r.candidates if c.status == "ok"}
+            assert chosen.key == r.winner.key or (
+                st[chosen.key] < st[r.winner.key] / (1.0 + r.noise_band))
     with torch.no_grad():
         torch.testing.assert_close(m(x), ref(x), rtol=1e-4, atol=1e-5)
     # The second time what was stored comes from the database.

@@ -139,14 +139,18 @@ def test_autocast_cpu(dtype: torch.dtype) -> None:
         torch.testing.assert_close(b.float(), a.float(), atol=1e-2, rtol=1e-2)
 
 
-def test_no_grad_skips_autograd_function() -> None:
+def test_autograd_node_per_route() -> None:
+    """no_grad: no node. PyTorch's own path (no flag to change): PyTorch's native node, no custom
+    Function cost. A route that changes something: the routed Function."""
     m = nn.Conv2d(3, 4, 3)
+    x = torch.randn(1, 3, 6, 6)
     S.install(m, "m", "cpu")
     with torch.no_grad():
-        y = m(torch.randn(1, 3, 6, 6))
-    assert y.grad_fn is None
-    y2 = m(torch.randn(1, 3, 6, 6))
-    assert y2.grad_fn is not None and "RoutedConv" in type(y2.grad_fn).__name__
+        assert m(x).grad_fn is None
+    assert type(m(x).grad_fn).__name__ == "ConvolutionBackward0"
+    S.uninstall(m)
+    route_all(m, x, {"fprop": "cpu:mkldnn-off"}, "cpu")
+    assert "RoutedConv" in type(m(x).grad_fn).__name__
     S.uninstall(m)
 
 

@@ -69,6 +69,15 @@ class FlagExec:
             self.fprop = self._fprop_layout  # type: ignore[method-assign]
             self.backward = self._backward_layout  # type: ignore[method-assign]
 
+    def is_noop(self) -> bool:
+        """True when running this route now changes nothing: PyTorch's own path as configured."""
+        if self.layout is not None:
+            return False
+        for get, _, want in self._flags:
+            if get() != want:
+                return False
+        return True
+
     def _enter(self) -> list[tuple[Any, bool]]:
         saved = []
         for get, set_, want in self._flags:

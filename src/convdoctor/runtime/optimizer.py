@@ -379,18 +379,42 @@ def problems_for(rec: dict[str, Any], train: bool) -> dict[str, Any]:
     return out
 
 
+# Host cost per call of running a cuDNN plan from Python instead of PyTorch's own dispatch, measured
+# on the H100 host (benchmarks/bench_optimize.py overhead(), run of 11:40 UTC: a plan direction
+# costs ~60-80 us more than a flag route). A plan is chosen only when its measured gain covers it.
+PLAN_PENALTY_S = 80e-6
+# torch:benchmark is not a fixed engine: PyTorch caches one cuDNN choice per shape for the whole
+# process regardless of the benchmark flag, so a benchmark route changes what every other path
+# (heuristic routes, unrouted layers, inference after training) gets for that shape. Measured on the
+# H100: it made later inference 30% slower. It is never routed.
+UNROUTED_KEYS = ("torch:benchmark",)
+
+
 def _ranked_keys(result: Any, transposed: bool) -> list[str]:
-    """Winner first, then the other correct, measured candidates by median time."""
-    keys: list[str] = []
+    """Correct, measured candidates by median time plus their host cost (cuDNN plans pay
+    PLAN_PENALTY_S), the tuner's winner breaking ties; torch:benchmark is left out."""
     win = getattr(result, "winner", None)
-    if win is not None:
-        keys.append(win.key)
     ok = [s for s in getattr(result, "candidates", []) if s.status == "ok"
-          and s.median_s is not None and (s.correctness is None or s.correctness.ok)]
-    ok.sort(key=lambda s: s.median_s)
-    keys += [s.candidate.key for s in ok if s.candidate.key not in keys]
-    if transposed:  # plans are built for ordinary convolutions only
-        keys = [k for k in keys if not k.startswith("cudnn:")]
+          and s.median_s is not None and (s.correctness is None or s.correctness.ok)
+          and s.candidate.key not in UNROUTED_KEYS
+          and not (transposed and s.candidate.key.startswith("cudnn:"))]
+
+    def cost(s: Any) -> tuple[float, int]:
+        pen = PLAN_PENALTY_S if s.candidate.key.startswith("cudnn:") else 0.0
+        return (s.median_s + pen, 0 if win is not None and s.candidate.key == win.key else 1)
+
+    ok.sort(key=cost)
+    # Within the tuner's noise band of the best cost, the tuner's winner is trusted (its tie rules:
+    # smaller workspace, deterministic); beyond it, the measured cost decides.
+    band = float(getattr(result, "noise_band", 0.0) or 0.0)
+    if ok and win is not None:
+        wi = next((i for i, s in enumerate(ok) if s.candidate.key == win.key), None)
+        if wi is not None and cost(ok[wi])[0] <= cost(ok[0])[0] * (1.0 + band):
+            ok.insert(0, ok.pop(wi))
+    keys = [s.candidate.key for s in ok]
+    if not keys and win is not None and win.key not in UNROUTED_KEYS and not (
+            transposed and win.key.startswith("cudnn:")):
+        keys = [win.key]
     return keys
 
 
@@ -600,12 +624,6 @@ def _build_routes(sites: dict[str, _site.Site], records: dict[str, list[dict[str
                     layer.directions.append(choice)
             s.routes[key] = _site.Route(chains, source="tuned")
             report.layers.append(layer)
-    n_bench = sum(d.key == "torch:benchmark" for lay in report.layers for d in lay.directions)
-    if n_bench:
-        report.notes.append(
-            f"{n_bench} choices are torch:benchmark: PyTorch caches its cuDNN choice per shape "
-            "without the benchmark flag, so they give benchmark's pick only for shapes this process "
-            "has not run before with benchmark off (optimize's own measurements run first)")
 
 
 class _FirstSight:

@@ -77,6 +77,17 @@ class Route:
     def current(self, d: int) -> Any:
         return self.chains[d][self.pos[d]]
 
+    def native_now(self) -> bool:
+        """Every direction is on PyTorch's own path as configured right now: then the forward
+        records PyTorch's native autograd node (no custom Function, no per-call backward cost);
+        the forward keeps its fallback chain, the backward is PyTorch's."""
+        for d in (0, 1, 2):
+            ex = self.chains[d][self.pos[d]]
+            noop = getattr(ex, "is_noop", None)
+            if noop is None or not noop():
+                return False
+        return True
+
     def keys(self) -> dict[str, str]:
         return {DIRS[i]: self.current(i).key for i in range(3)}
 
@@ -202,7 +213,7 @@ class Site:
             route = self._new_shape(key, x, w)
         needs_grad = torch.is_grad_enabled() and (
             x.requires_grad or w.requires_grad or (b is not None and b.requires_grad))
-        if needs_grad:
+        if needs_grad and not route.native_now():
             y = _RoutedConv.apply(x, w, b, self, route, args)
         else:
             y = self.run_fprop(route, x, w, b, args)
