@@ -326,3 +326,27 @@ def test_never_raises_on_arbitrary_text() -> None:
         d.render()
 
     check()
+
+
+def test_type_mismatch_live_check_uses_the_message_types_on_code_shapes() -> None:
+    # found on the H100: the traceback's code line gave shapes without the .half(), and check_conv
+    # on those shapes alone "refuted" a real dtype mismatch
+    calls = []
+
+    def fake(**kw):  # type: ignore[no-untyped-def]
+        calls.append(kw)
+        return FakeReport([FakeFinding("dtype-mismatch")] if kw.get("dtype") != kw.get("weight_dtype") else [])
+
+    tb = ("    lambda: torch.nn.Conv2d(3, 8, 3).to(dev)(torch.randn(2, 3, 32, 32, device=dev).half()))\n"
+          "RuntimeError: Input type (c10::Half) and bias type (float) should be the same")
+    d = explain(tb, live=LiveChecks(env=lambda: FakeReport(), check_conv=fake))
+    assert calls[0]["x_shape"] == [2, 3, 32, 32] and calls[0]["dtype"] == "float16"
+    assert calls[0]["weight_dtype"] == "float32"
+    assert d.cause_id == "dtype-mismatch" and d.causes[0].confirmation.status == "confirmed"
+
+
+def test_cudnn_channel_divisibility_check_message() -> None:
+    # the cuDNN 9.19 frontend's validation text for 64 input channels vs a 65-channel filter (H100 run)
+    msg = ("RuntimeError: CUDNN_BACKEND_OPERATION: cudnnFinalize Failed(0 == wDimA[1]) || (0 == xDimA[1]) || "
+           "(0 != xDimA[1] % wDimA[1]) cudnn_status: CUDNN_STATUS_BAD_PARAM")
+    assert explain(msg).cause_id == "channel-mismatch"

@@ -346,6 +346,9 @@ def _refine(votes: _Votes, f: factmod.Facts, fired: dict[str, list[Evidence]],
         votes.add("input-too-small", 1, f"padded input {pk['padded_input']} smaller than kernel {pk['kernel']}")
     if f.channels:
         votes.add("channel-mismatch", 1, f"layer expects {f.channels['expected']} input channels, got {f.channels['got']}")
+    if f.cudnn_channel_check:
+        votes.add("channel-mismatch", 6, "cuDNN rejected the input/filter channel counts "
+                  "(its check: input channels must be a non-zero multiple of the filter's)")
 
 
 def _major(v: str) -> int | None:
@@ -468,10 +471,15 @@ _ENV_REFUTABLE = {"driver-too-old", "driver-library-mismatch", "cpu-only-build",
 
 
 def conv_kwargs(f: factmod.Facts) -> dict[str, Any] | None:
-    """check_conv arguments from parsed facts (a placeholder shape where the message gives none)."""
+    """check_conv arguments from parsed facts (a placeholder shape where the message gives none).
+
+    The dtypes/devices named by a type-mismatch message are always applied, also on shapes parsed
+    from the code (the code line rarely shows the .half()/.cuda() that caused the mismatch).
+    """
+    kw: dict[str, Any] | None = None
     if f.conv and f.conv.get("x_shape") and f.conv.get("w_shape"):
         c = f.conv
-        kw: dict[str, Any] = {"x_shape": list(c["x_shape"]), "w_shape": list(c["w_shape"])}
+        kw = {"x_shape": list(c["x_shape"]), "w_shape": list(c["w_shape"])}
         for k in ("stride", "padding", "dilation", "groups"):
             if k in c:
                 kw[k] = c[k]
@@ -481,21 +489,20 @@ def conv_kwargs(f: factmod.Facts) -> dict[str, Any] | None:
             kw["dtype"] = c["dtype"]
         if c.get("memory_format"):
             kw["memory_format"] = c["memory_format"]
-        return kw
-    if f.padded_vs_kernel:
+    elif f.padded_vs_kernel:
         p, k = f.padded_vs_kernel["padded_input"], f.padded_vs_kernel["kernel"]
         if p and len(p) == len(k):
-            return {"x_shape": [1, 1, *p], "w_shape": [1, 1, *k]}
+            kw = {"x_shape": [1, 1, *p], "w_shape": [1, 1, *k]}
     if f.type_pair:
         a, b = f.type_pair
         dt = {"half": "float16", "float": "float32", "double": "float64", "bfloat16": "bfloat16"}
-        kw = {"x_shape": [1, 1, 8, 8], "w_shape": [1, 1, 3, 3]}
+        if kw is None:
+            kw = {"x_shape": [1, 1, 8, 8], "w_shape": [1, 1, 3, 3]}
         if a.get("dtype") in dt and b.get("dtype") in dt:
             kw["dtype"], kw["weight_dtype"] = dt[a["dtype"]], dt[b["dtype"]]
         if a.get("device") and b.get("device"):
             kw["device"], kw["weight_device"] = a["device"], b["device"]
-        return kw
-    return None
+    return kw
 
 
 _ENV_CACHE: list[Any] = []

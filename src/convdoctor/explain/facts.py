@@ -85,6 +85,7 @@ class Facts:
     conv: dict[str, Any] | None = None
     channels: dict[str, int] | None = None
     padded_vs_kernel: dict[str, list[int]] | None = None
+    cudnn_channel_check: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v not in (None, [], {}, False)}
@@ -133,6 +134,9 @@ _CHANNELS_RE = re.compile(
     r"weight of size \[([\d, ]+)\], expected input\[([\d, ]+)\] to have (\d+) channels, but got (\d+) channels", _F)
 _PADDED_RE = re.compile(
     r"Calculated padded input size per channel: \(([\d x]+)\)\.\s*Kernel size: \(([\d x]+)\)", _F)
+# cuDNN's own validation text for a convolution whose input channels are not a multiple of the
+# filter's (seen on the H100 with cuDNN 9.19 through the frontend; scripts/gpu/explain_live.py)
+_CHANNEL_CHECK_RE = re.compile(r"xDimA\[1\]\s*%\s*wDimA\[1\]")
 _MEM_RE = re.compile(r"Memory usage: (\d+) bytes free, (\d+) bytes total", _F)
 _ZERO_RE = re.compile(r"Tensor\{0,|\{count: 0 |input of size: \[0[\],]|\[0 x \d+", _F)
 
@@ -275,6 +279,7 @@ def extract(text: str) -> Facts:
                 est *= math.prod(conv.get("stride") or [1]) or 1
             f.est_output_numel = est
 
+    f.cudnn_channel_check = bool(_CHANNEL_CHECK_RE.search(text))
     m = _MEM_RE.search(text)
     if m and int(m.group(2)) > 0:
         f.memory_free_fraction = round(int(m.group(1)) / int(m.group(2)), 4)
