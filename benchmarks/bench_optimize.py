@@ -45,12 +45,12 @@ from convdoctor.runtime.timing import make_step, median, sync, time_steps  # noq
 CONFIGS: dict[str, dict[str, Any]] = {
     "resnet50_fp32": {"model": "resnet50", "cuda": (32, 3, 224, 224), "cpu": (2, 3, 64, 64),
                       "dtype": "float32", "channels_last": False},
+    "resnet50_bf16_cl": {"model": "resnet50", "cuda": (32, 3, 224, 224), "cpu": (2, 3, 64, 64),
+                         "dtype": "bfloat16", "channels_last": True},
     "speech_fp32": {"model": "speech_frontend", "cuda": (16, 1, 16000), "cpu": (2, 1, 4000),
                     "dtype": "float32", "channels_last": False},
     "unet3d_fp32": {"model": "unet3d", "cuda": (2, 1, 32, 64, 64), "cpu": (1, 1, 16, 16, 16),
                     "dtype": "float32", "channels_last": False},
-    "resnet50_bf16_cl": {"model": "resnet50", "cuda": (32, 3, 224, 224), "cpu": (2, 3, 64, 64),
-                         "dtype": "bfloat16", "channels_last": True},
 }
 
 
@@ -207,7 +207,7 @@ def overhead(dev: str, calls: int = 300, repeats: int = 15) -> list[dict[str, An
 
 def _overhead_one(dev: str, n: int, c: int, hw: int, calls: int, repeats: int) -> dict[str, Any]:
     from convdoctor.runtime import site as S
-    from convdoctor.runtime.execs import flag_exec
+    from convdoctor.runtime.execs import FlagExec, flag_exec
 
     if True:
         m = torch.nn.Conv2d(c, c, 3, padding=1, bias=False).to(dev)
@@ -220,6 +220,11 @@ def _overhead_one(dev: str, n: int, c: int, hw: int, calls: int, repeats: int) -
         for variant in ["torch:default", "torch:heuristic" if dev == "cuda" else "cpu:mkldnn-on"]:
             fe = flag_exec(variant)
             routes[variant] = S.Route({d: S.build_chain([fe], dev) for d in S.DIRS})
+        # The same PyTorch path forced through the routed autograd Function (what a layer with a
+        # flag-changing route pays; a route that changes nothing uses PyTorch's native node).
+        forced = FlagExec("torch:default", {})
+        forced.is_noop = lambda: False  # type: ignore[method-assign]
+        routes["function"] = S.Route({d: [forced] for d in S.DIRS})
         if dev == "cuda":
             try:
                 from convdoctor.runtime.optimizer import problems_for
