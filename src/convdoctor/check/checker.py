@@ -186,12 +186,24 @@ def check_call(call: ConvCall, *, device: str = "cuda", allow_tf32: bool | None 
                 f"this layer needs a spatial input of at least {_fmt(need)}.",
                 "feed a larger input, add padding to this layer, or remove a downsampling step before it",
                 min_layer_input=need)
-    # (a transposed weight with 0 output channels runs on CUDA, measured on an H100; not on the CPU)
-    if x[1] > 0 and (any(k == 0 for k in w[2:])
-                     or (device == "cpu" and call.transposed and w[1] == 0 and call.groups > 0)):
+    # Zero-sized kernels fail on both devices (cuDNN rejects them; the H100 run's one exception, a
+    # float64 depthwise conv on PyTorch's native CUDA kernel, is a documented known difference). A
+    # transposed weight with 0 output channels fails on the CPU but returns an empty output on CUDA.
+    zero_out = call.transposed and w[1] == 0 and call.groups > 0
+    empty_weight = x[1] > 0 and (any(k == 0 for k in w[2:]) or zero_out)
+    cuda_empty_out = (device == "cuda" and call.transposed and bool(call.y_shape)
+                      and (w[1] == 0 or any(s == 0 for s in call.y_shape[2:]))
+                      and not any(s < 0 for s in call.y_shape[2:]))
+    if empty_weight and (device == "cpu" or (any(k == 0 for k in w[2:]) and not cuda_empty_out)):
         err("empty-tensor", f"weight {_fmt(w)} is empty",
             "A weight with a zero-sized kernel or zero output channels per group has no kernel.",
             "use kernel sizes >= 1 and out_channels >= groups")
+    elif empty_weight:
+        out.append(Finding("empty-weight", "warning", f"weight {_fmt(w)} is empty",
+                           "PyTorch on CUDA returns an empty output for this transposed convolution "
+                           "(zero output channels or an empty output); the CPU rejects it.",
+                           "use kernel sizes >= 1 and out_channels >= groups", sources=(_PT,),
+                           layer=layer, data=data))
     if call.padding_mode in ("reflect", "replicate") and call.dtype == "bool":
         err("unsupported-dtype", f"{call.padding_mode} padding has no kernel for bool",
             f"padding_mode={call.padding_mode!r} pads the input with F.pad first; that pad does not "
@@ -219,11 +231,9 @@ def check_call(call: ConvCall, *, device: str = "cuda", allow_tf32: bool | None 
                 "The transposed convolution adds the bias in place; a bias of a higher type category "
                 "(float into integer, complex into real) cannot be cast to the output dtype.",
                 f"cast the bias to {call.dtype} (model.to({call.dtype}) casts all parameters)")
-    if out:
+    if any(f.severity == "error" for f in out):
         return out
-    # CUDA: a transposed conv with 0 output channels returns an empty output before any backend
-    # check (measured on an H100: int32 ran); the CPU rejects it above.
-    empty_batch = x[0] == 0 or cin == 0 or (device == "cuda" and call.transposed and w[1] == 0)
+    empty_batch = x[0] == 0 or cin == 0
     if empty_batch:
         # Convolution.cpp select_conv_backend: zero batch or zero channels -> the Empty backend:
         # no kernel runs, so the backend checks below (dtype, dilation, output_padding) never happen.
@@ -254,6 +264,16 @@ def check_call(call: ConvCall, *, device: str = "cuda", allow_tf32: bool | None 
             "PyTorch requires input and weight of the same dtype (autocast casts both for you).",
             f"cast one side: x.to({call.weight_dtype}) or model.to({call.dtype}), "
             "or run under torch.autocast")
+    if _dev(call.x_device) != _dev(call.w_device):
+        err("device-mismatch", f"input on {call.x_device}, weight on {call.w_device}",
+            "Input and weight must be on the same device.",
+            f"move the input with x.to('{call.w_device}') or the model with model.to('{call.x_device}')")
+    if (device == "cuda" and call.transposed and call.y_shape
+            and (w[1] == 0 or any(s == 0 for s in call.y_shape[2:]))
+            and not any(s < 0 for s in call.y_shape[2:])):
+        # CUDA returns an empty output here before choosing a kernel, so no dtype-support check
+        # (H100 run 2: int8/int16 transposed convs with an empty output ran).
+        return out
     supported = rules()["dtypes"][device][kind]
     for which, dt in (("input", call.dtype), ("weight", call.weight_dtype)):
         no_dilated = (device == "cpu" and not call.transposed and dt in rules()["dtypes"]["cpu_no_dilated"]
@@ -266,10 +286,6 @@ def check_call(call: ConvCall, *, device: str = "cuda", allow_tf32: bool | None 
                 "cast to float32 (or float16/bfloat16 on a GPU): x.float(), model.float()",
                 source=rules()["dtypes"]["_source"])
             break
-    if _dev(call.x_device) != _dev(call.w_device):
-        err("device-mismatch", f"input on {call.x_device}, weight on {call.w_device}",
-            "Input and weight must be on the same device.",
-            f"move the input with x.to('{call.w_device}') or the model with model.to('{call.x_device}')")
     # oneDNN (mkldnn) on the CPU returns an empty output where the native kernels raise.
     min_out = 0 if (device == "cpu" and _cpu_mkldnn(call)) else 1
     if call.transposed and call.y_shape and any(s < min_out for s in call.y_shape[2:]):

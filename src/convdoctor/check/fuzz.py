@@ -189,6 +189,10 @@ def known_difference(case: dict[str, Any], device: str = "cpu") -> str | None:
     if device != "cpu":
         if nonempty and any(d == 0 for d in case["dilation"]):
             return "cuda-zero-dilation-unchecked"
+        groups = case["groups"]
+        if (nonempty and not case["transposed"] and 0 in case["w_shape"][2:] and groups > 1
+                and len(x) > 1 and x[1] == groups):
+            return "cuda-zero-kernel-depthwise-native"
         return None
     if not nonempty:
         return None
