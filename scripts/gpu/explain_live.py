@@ -183,6 +183,24 @@ def main() -> int:
               "torch.nn.functional.conv2d(torch.randn(1,1,8,8,device='cuda'), torch.randn(4,3,3,3,device='cuda'))",
               {}, via_run=False)
 
+    # JAX (installed on the GPU machine): a real XLA out-of-memory, and a conv with wrong channels
+    run_child("jax-oom", "gpu-out-of-memory",
+              "import jax, jax.numpy as jnp; x = jnp.ones((60 * 1024**3,), dtype=jnp.float32); x.block_until_ready()",
+              {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"})
+    run_child("jax-conv-wrong-channels", None,
+              "import jax, jax.numpy as jnp; jax.lax.conv(jnp.ones((1, 1, 8, 8)), jnp.ones((4, 3, 3, 3)), (1, 1), 'SAME')",
+              {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"})
+    # a mixed cuDNN install, if the environment developer's older cuDNN copy is on this machine
+    extra = os.path.join(REPO, ".gpu-extra", "cudnn-cu12", "lib", "libcudnn_graph.so.9")
+    if os.path.exists(extra):
+        run_child("mixed-cudnn-sublibrary", "cudnn-version-mismatch",
+                  "import torch; x = torch.randn(1, 3, 16, 16, device='cuda'); "
+                  "torch.nn.functional.conv2d(x, torch.randn(4, 3, 3, 3, device='cuda')); torch.cuda.synchronize()",
+                  {"LD_PRELOAD": extra})
+    else:
+        results.append({"case": "mixed-cudnn-sublibrary", "expect": None, "ok": None,
+                        "note": f"skipped: {extra} not present"})
+
     total = time.perf_counter() - t_start
     checked = [r for r in results if r.get("expect")]
     ok = sum(1 for r in checked if r.get("ok"))
