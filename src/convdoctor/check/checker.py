@@ -401,7 +401,9 @@ def _performance_findings(call: ConvCall, data: dict[str, Any], layer: str | Non
             out.append(Finding(
                 "tensor-core-alignment", "warning", f"{call.dtype} channels not a multiple of {m}: {', '.join(bad)}",
                 f"Tensor-core kernels for {call.dtype} need channel counts that are multiples of {m}; "
-                "cuDNN pads internally or falls back to slower kernels.",
+                "cuDNN pads internally or falls back to slower kernels (measured on an H100: a fp16 "
+                f"3x3 conv with 250 channels took {_m('fp16_nhwc_c250_ms')} ms, with 256 channels "
+                f"{_m('fp16_nhwc_c256_ms')} ms).",
                 f"pad channels to multiples of {m} (here {pad_to[0]} in / {pad_to[1]} out per group), e.g. "
                 "zero-pad the input channels or widen the layer", sources=(tc["_source"],), layer=layer,
                 data=data))
@@ -409,7 +411,8 @@ def _performance_findings(call: ConvCall, data: dict[str, Any], layer: str | Non
             out.append(Finding(
                 "use-channels-last", "warning", f"{call.dtype} convolution in NCHW layout",
                 "Tensor-core convolution kernels work in NHWC; in NCHW cuDNN transposes the tensors "
-                "around the kernel, which costs bandwidth.",
+                f"around the kernel (measured on an H100, fp16 3x3 conv, 256 channels, 64x56x56: NCHW "
+                f"{_m('fp16_nchw_ms')} ms, NHWC {_m('fp16_nhwc_ms')} ms).",
                 "model = model.to(memory_format=torch.channels_last); "
                 "x = x.to(memory_format=torch.channels_last)", sources=(tc["_source"],), layer=layer,
                 data=data))
@@ -421,11 +424,16 @@ def _performance_findings(call: ConvCall, data: dict[str, Any], layer: str | Non
                 "tf32-disabled", "info", "float32 convolution with TF32 disabled",
                 f"Without TF32, fp32 convolutions run on the CUDA cores: peak throughput is about "
                 f"{r['peak_ratio_h100']}x lower on an H100 and {r['peak_ratio_a100']}x lower on an A100 "
-                "(datasheet peaks; real convolutions gain less).",
+                f"(datasheet peaks); measured on an H100 for a 3x3 conv, 256 channels, 64x56x56: "
+                f"{_m('fp32_notf32_ms')} ms without TF32, {_m('fp32_tf32_ms')} ms with it.",
                 "torch.backends.cudnn.allow_tf32 = True (default), if 10-bit mantissa products are "
                 "accurate enough; or train in bf16 with autocast", sources=(r["_source"],), layer=layer,
                 data=data))
     return out
+
+
+def _m(key: str) -> float:
+    return rules()["measured_h100"][key]
 
 
 def _tf32_enabled() -> bool | None:
