@@ -155,3 +155,22 @@ def test_policy_filter_matches_pytorch_rule() -> None:
     # strict only matters for fp32: fp16 engines with tensor cores are exact-input
     assert "TENSOR_CORE" not in policy.note_filter(
         P(f"fprop {BASE} dtype=float16 math=strict")).numeric
+
+
+def test_backend_candidates_cap_keeps_rank_order_and_marks_determinism(monkeypatch) -> None:
+    from convdoctor.tune.gpu import backend as gb
+
+    be = object.__new__(gb.CudaBackend)
+    be.device, be.enumerate_engines, be.max_extra, be.enum_budget_s = 0, True, 8, 1.0
+    be.cudnn_error, be.max_plans = "", 0
+    en = cudnn_plan.enumerate_plans(P(f"fprop {BASE} dtype=float16"), device=0, handle=1,
+                                    max_extra=4)
+    monkeypatch.setattr(cudnn_plan, "enumerate_plans", lambda *a, **k: en)
+    cands = be.cudnn_candidates(P(f"fprop {BASE} dtype=float16"))
+    assert [c.key for c in cands] == [policy.cudnn_key(p.name) for p in en.built()]
+    by = {c.key: c for c in cands}
+    assert not by["cudnn:eng2_k17=0"].deterministic and by["cudnn:eng1"].deterministic
+    assert "tensor_core" in by["cudnn:eng0_k2=1"].notes
+    be.max_plans = 4
+    capped = [c.key for c in be.cudnn_candidates(P(f"fprop {BASE} dtype=float16"))]
+    assert capped == ["cudnn:eng0_k2=1", "cudnn:eng1", "cudnn:eng2_k17=0", "cudnn:eng0_k2=0"]

@@ -311,7 +311,9 @@ class CudaBackend:
                  isolate_heuristic: bool = True) -> None:
         """Engine/knob enumeration beyond the heuristic lists is bounded by `max_extra` plans
         (default 8) and `enum_budget_s` seconds (default 2) per problem; environment overrides:
-        CONVDOCTOR_CUDNN_ENUM=0 (off), CONVDOCTOR_CUDNN_ENUM_EXTRA, CONVDOCTOR_CUDNN_ENUM_BUDGET_S."""
+        CONVDOCTOR_CUDNN_ENUM=0 (off), CONVDOCTOR_CUDNN_ENUM_EXTRA, CONVDOCTOR_CUDNN_ENUM_BUDGET_S.
+        CONVDOCTOR_CUDNN_MAX_PLANS=N caps the cuDNN candidates per problem (heuristic rank order,
+        a quarter of the cap for enumerated plans) to bound tuning time; default: no cap."""
         import os
 
         import torch
@@ -330,6 +332,8 @@ class CudaBackend:
             max_extra = _env_num("CONVDOCTOR_CUDNN_ENUM_EXTRA", 8, int)
         if enum_budget_s is None:
             enum_budget_s = _env_num("CONVDOCTOR_CUDNN_ENUM_BUDGET_S", 2.0, float)
+        # optional cap on cuDNN candidates per problem (heuristic rank order kept): 0 = no cap
+        self.max_plans = _env_num("CONVDOCTOR_CUDNN_MAX_PLANS", 0, int)
         self.enumerate_engines = bool(enumerate_engines)
         self.max_extra = int(max_extra)
         self.enum_budget_s = float(enum_budget_s)
@@ -425,7 +429,14 @@ class CudaBackend:
             return []
         self.last_enumeration = en
         out = []
-        for p in en.built():
+        built = en.built()
+        if self.max_plans > 0:
+            # keep the heuristic ranks first, and always some enumerated plans when there are any
+            enum = [p for p in built if p.source == "enum"]
+            heur = [p for p in built if p.source != "enum"]
+            n_enum = min(len(enum), max(0, self.max_plans // 4)) if heur else len(enum)
+            built = heur[: self.max_plans - n_enum] + enum[:n_enum]
+        for p in built:
             det = "NONDETERMINISTIC" not in p.notes and "notes-unknown" not in p.notes
             notes = (f"source={p.source}",) + tuple(n.lower() for n in p.notes)
             out.append(Candidate(policy.cudnn_key(p.name), "cuda", p.workspace_bytes, det, notes))
