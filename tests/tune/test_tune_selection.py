@@ -187,3 +187,15 @@ def test_noise_never_turns_a_clearly_slower_candidate_into_a_tie() -> None:
     capped, uncapped = picks(0.02), picks(1.0)
     assert capped >= 26, f"{capped}/30"
     assert uncapped <= 20, f"uncapped band picked the faster one {uncapped}/30: trap too weak"
+
+
+def test_benchmark_true_is_measured_but_never_chosen() -> None:
+    # Even when it measures fastest: a later process would search again and may pick otherwise.
+    w = SimWorld(seed=1, candidates=[SimCandidate("torch:benchmark", 0.9e-3),
+                                     SimCandidate("cudnn:eng0", 1e-3),
+                                     SimCandidate("torch:heuristic", 1.2e-3)],
+                 noise_sigma=0.02, outlier_p=0.0)
+    r = Harness(SimBackend(w), HarnessConfig(now=w.now, sleep=w.sleep)).run(PROBLEM, {})
+    assert r.stats_for("torch:benchmark").status == "ok"  # type: ignore[union-attr]
+    assert r.winner is not None and r.winner.key == "cudnn:eng0"
+    assert r.baselines["torch:benchmark"] < r.winner_time_s  # type: ignore[operator]

@@ -47,6 +47,10 @@ class HarnessConfig:
     max_throttle_retries: int = 6      # in a row, per finalist, before the run is marked degraded
     check: bool = True
     keep_keys: tuple[str, ...] = BASELINE_KEYS + CPU_BASELINE_KEYS   # never screened out
+    # Measured as a reference, never chosen: benchmark=True searches again in every process and may
+    # pick another engine there (the instability this tuner exists to remove); the engine it finds
+    # is among the cuDNN candidates anyway.
+    reference_only: tuple[str, ...] = ("torch:benchmark",)
     now: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
 
@@ -339,7 +343,8 @@ class Harness:
 
     # ------------------------------------------------------------------ selection
     def _select(self, finalists: list[_Live]) -> tuple[Candidate | None, float]:
-        measured = [lv for lv in finalists if lv.stats.status == "ok" and lv.stats.samples]
+        measured = [lv for lv in finalists if lv.stats.status == "ok" and lv.stats.samples
+                    and lv.stats.candidate.key not in self.cfg.reference_only]
         if not measured:
             return None, 0.0
         leader, scores = self._leader(measured)
