@@ -107,8 +107,10 @@ def _pytorch_arm(problems: list[ConvProblem], spec: str, budget: float, timeout:
                 "heuristic_s": heur.median_s if heur and heur.status == "ok" else None,
                 "benchmark_s": bench.median_s if bench and bench.status == "ok" else None,
                 "benchmark_pick": bench_key if cpu else "torch:benchmark",
-                # GPU: benchmark=True searches on the first call; CPU: the one-sample screen.
-                "benchmark_cost_s": select_s if cpu else (bench.first_run_s if bench else None),
+                # GPU: benchmark=True searches when the path is built or on its first call
+                # (prepare + first run); CPU: the one-sample screen.
+                "benchmark_cost_s": select_s if cpu else (
+                    (bench.prepare_s or 0.0) + (bench.first_run_s or 0.0) if bench else None),
             }
             bar.update(1, "pytorch " + p.short())
     return out

@@ -150,8 +150,10 @@ class Harness:
             live.stats.status, live.stats.reason = "unsupported", "not deterministic"
             live.active = False
             return
+        t_prep = time.perf_counter()
         try:
             live.runner = self.backend.prepare(problem, cand)
+            live.stats.prepare_s = time.perf_counter() - t_prep
         except CandidateUnsupported as exc:
             live.stats.status, live.stats.reason = "unsupported", str(exc) or "unsupported"
             live.active = False
