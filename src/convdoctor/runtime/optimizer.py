@@ -609,7 +609,8 @@ def _build_routes(sites: dict[str, _site.Site], records: dict[str, list[dict[str
                             exec_cache[p.key()] = _executors(
                                 _ranked_keys(res, s.transposed), p, dev, report.notes)
                         tuned_execs = exec_cache[p.key()]
-                        ws = res.winner_stats
+                        chosen = tuned_execs[0].key if tuned_execs else ""
+                        ws = res.stats_for(chosen) if chosen else None
                         bkey, bms = _baseline(res)
                         choice = DirectionChoice(
                             direction=d, key=tuned_execs[0].key if tuned_execs else "torch:default",
