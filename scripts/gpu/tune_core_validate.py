@@ -74,12 +74,12 @@ def step(name: str, argv: list[str], timeout: float, out_name: str) -> tuple[int
 def bench(config: str, direction: str, share: float, min_limit: int = 2) -> None:
     global cost_per_problem
     avail = left() * share - PROC_OVERHEAD_S
-    limit = min(MAX_LIMIT, int(avail / cost_per_problem))
+    limit = min(MAX_LIMIT, int(avail / (cost_per_problem * 1.25)))
     if limit < min_limit:
         summary.append(f"bench {config} {direction}: skipped ({left():.0f} s left)")
         return
     name = f"bench_{config}_{direction}.json"
-    allowed = PROC_OVERHEAD_S + limit * cost_per_problem * 1.6
+    allowed = left() - 5       # an overrun eats into the later steps, which then shrink or skip
     rc, out, dt = step(f"bench {config} {direction} --limit {limit}",
                        [PY, "-m", "convdoctor", "bench", "cnn-layers", "--config", config,
                         "--direction", direction, "--limit", str(limit), "--budget", BUDGET,
