@@ -49,7 +49,10 @@ def main() -> int:
                        "\n")
         except Exception as exc:  # noqa: BLE001
             out.append(f"(tune_issue.json unreadable: {exc})\n")
-    for f in sorted(d.glob("bench_*.json")):
+    order = {"fprop": 0, "dgrad": 1, "wgrad": 2}
+    benches = [f for f in d.glob("bench_*.json") if f.stem.rsplit("_", 1)[-1] in order]
+    benches.sort(key=lambda f: (order[f.stem.rsplit("_", 1)[-1]], f.name))
+    for f in benches:
         try:
             doc = json.loads(f.read_text())
         except Exception:  # noqa: BLE001
