@@ -1,8 +1,12 @@
+# ruff: noqa  -- a one-off fact probe, kept exactly as it was run on the device machine
 """One-off fact probe of the GPU machine: driver, libraries, torch, and the cudnn-frontend 1.16 API.
 
 Run: PYTHONPATH=/tmp/site:src python3 scripts/gpu/probe_facts.py   (writes nothing; prints facts)
 """
-import os, subprocess, sys, time, glob, json
+import os
+import subprocess
+import time
+
 
 def sh(cmd):
     try:
@@ -22,6 +26,7 @@ print(sh("python3 -c 'import site,sys; print(site.getsitepackages(), sys.prefix)
 print(sh("python3 -m pip list 2>/dev/null | grep -iE 'nvidia|torch|jax|tensorflow|cupy|onnx|numpy|ml-py|platformdirs'"))
 
 import torch
+
 print("== torch", torch.__version__, torch.version.cuda, torch.backends.cudnn.version(), torch.cuda.get_device_name(0))
 print("arch flags", torch._C._cuda_getArchFlags(), torch.cuda.get_arch_list())
 p = torch.cuda.get_device_properties(0)
@@ -33,6 +38,7 @@ maps = open("/proc/self/maps").read().splitlines()
 libs = sorted({l.split()[-1] for l in maps if ".so" in l and any(s in l for s in ("cudnn", "cudart", "cublas", "nvrtc", "libcuda", "nvidia"))})
 print("mapped:", "\n  ".join(libs))
 import pynvml
+
 pynvml.nvmlInit()
 h = pynvml.nvmlDeviceGetHandleByIndex(0)
 print("nvml driver", pynvml.nvmlSystemGetDriverVersion(), "cuda drv", pynvml.nvmlSystemGetCudaDriverVersion())
@@ -49,6 +55,7 @@ except Exception as e:
 
 print("== cudnn frontend")
 import cudnn
+
 print("cudnn frontend", cudnn.__version__, cudnn.backend_version(), cudnn.__file__)
 print("dir:", [n for n in dir(cudnn) if not n.startswith("_")])
 handle = cudnn.create_handle()
@@ -103,7 +110,7 @@ for d in ("fprop", "dgrad", "wgrad"):
             print(" knobs eng0", g.get_knobs_for_engine(0))
         except Exception as e:
             print(" engine enum ERR", repr(e))
-    except Exception as e:
+    except Exception:
         import traceback; traceback.print_exc()
 print("graph methods:", [n for n in dir(cudnn.pygraph) if not n.startswith("_")])
 print("notes:", [n for n in dir(cudnn.numerical_note) if not n.startswith("_")], [n for n in dir(cudnn.behavior_note) if not n.startswith("_")] if hasattr(cudnn, "behavior_note") else "no behavior_note")
