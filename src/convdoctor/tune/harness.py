@@ -129,6 +129,12 @@ class Harness:
                     live.clocks.append(float(r.sm_clock_mhz))
             return samples
 
+    def _unsupported(self, live: _Live, exc: CandidateUnsupported) -> None:
+        live.stats.status = "unsupported"
+        live.stats.reason = str(exc) or "unsupported"
+        live.active = False
+        self._close(live)
+
     def _fail(self, live: _Live, reason: str) -> None:
         live.stats.status = "failed"
         live.stats.reason = reason
@@ -155,8 +161,7 @@ class Harness:
             live.runner = self.backend.prepare(problem, cand)
             live.stats.prepare_s = time.perf_counter() - t_prep
         except CandidateUnsupported as exc:
-            live.stats.status, live.stats.reason = "unsupported", str(exc) or "unsupported"
-            live.active = False
+            self._unsupported(live, exc)
             return
         except Exception as exc:  # noqa: BLE001
             self._fail(live, f"prepare failed: {type(exc).__name__}: {exc}")
@@ -166,9 +171,7 @@ class Harness:
         try:
             live.runner.warmup()
         except CandidateUnsupported as exc:
-            live.stats.status, live.stats.reason = "unsupported", str(exc) or "unsupported"
-            live.active = False
-            self._close(live)
+            self._unsupported(live, exc)
             return
         except Exception as exc:  # noqa: BLE001
             self._fail(live, f"first run failed: {type(exc).__name__}: {exc}")
@@ -180,9 +183,7 @@ class Harness:
         try:
             corr = live.runner.check()
         except CandidateUnsupported as exc:
-            live.stats.status, live.stats.reason = "unsupported", str(exc) or "unsupported"
-            live.active = False
-            self._close(live)
+            self._unsupported(live, exc)
             return
         except Exception as exc:  # noqa: BLE001
             self._fail(live, f"correctness check failed: {type(exc).__name__}: {exc}")
