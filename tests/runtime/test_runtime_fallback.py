@@ -220,3 +220,27 @@ def test_site_cannot_be_pickled_with_clear_message() -> None:
     with pytest.raises(TypeError, match="state_dict"):
         pickle.dumps(m.__dict__["_convdoctor_site"])
     S.uninstall(m)
+
+
+def test_layout_route_matches_stock_conv_on_cpu() -> None:
+    """torch:heuristic+nhwc (a GPU tuner candidate) runs the call in channels_last and hands back
+    the caller's layout; the numbers are PyTorch's own."""
+    import torch
+
+    from convdoctor.runtime.execs import ConvArgs, flag_exec
+
+    ex = flag_exec("torch:heuristic+nhwc")
+    assert ex is not None and ex.layout == "nhwc" and not ex.is_noop()
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 9, 9, requires_grad=True)
+    w = torch.randn(4, 3, 3, 3, requires_grad=True)
+    a = ConvArgs(stride=(2, 2), padding=(1, 1), dilation=(1, 1), transposed=False,
+                 output_padding=(0, 0), groups=1)
+    y = ex.fprop(x, w, None, a)
+    ref = torch.nn.functional.conv2d(x, w, None, 2, 1)
+    assert y.is_contiguous() and torch.allclose(y, ref, atol=1e-5)
+    gy = torch.randn_like(ref)
+    gx, gw, _ = ex.backward(gy, x.detach(), w.detach(), None, a, (True, True, False))
+    rx, rw = torch.autograd.grad(ref, (x, w), gy)
+    assert gx.is_contiguous() and torch.allclose(gx, rx, atol=1e-5)
+    assert torch.allclose(gw, rw, atol=1e-5)

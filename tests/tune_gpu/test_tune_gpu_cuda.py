@@ -100,3 +100,26 @@ def test_nvml_reads_the_clock(backend) -> None:
     assert r is not None and r.sm_clock_mhz and r.max_sm_clock_mhz
     env = backend.environment()
     assert env["gpu_name"] and env["driver"] != "unknown" and env["cudnn_frontend"] != "absent"
+
+
+@pytest.mark.parametrize("text", [
+    "fprop n=4 c=3 h=32 w=32 k=16 r=7 s=7 stride=2 pad=3 dtype=float32",
+    "dgrad n=4 c=16 h=12 w=12 k=16 r=3 s=3 pad_pre=0 pad_post=1 dtype=float32 math=strict",
+    "wgrad n=2 c=8 d=6 h=6 w=6 k=8 t=3 r=3 s=3 pad=1 dtype=float16",
+])
+def test_layout_candidate_converts_in_and_back(backend, text: str) -> None:
+    import torch
+
+    p = P(text)
+    by = {c.key: c for c in backend.torch_candidates(p)}
+    r = backend.prepare(p, by["torch:heuristic+nhwc"])
+    r.warmup()
+    c = r.check()
+    assert c.ok, c.detail
+    out = r.run()
+    assert out.is_contiguous()                       # back in the problem's own layout
+    assert out.shape == r.out.shape and not torch.isnan(out).any()
+    assert all(t > 0 for t in r.time(3))
+    r.close()
+    nhwc = P(text + " layout=nhwc") if "layout" not in text else p
+    assert "torch:heuristic+nhwc" not in {c.key for c in backend.torch_candidates(nhwc)}

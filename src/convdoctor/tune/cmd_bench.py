@@ -35,7 +35,8 @@ CONFIGS = {
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("suite", help="a built-in suite name (cnn-layers) or a suite JSON file")
+    p.add_argument("suite", nargs="?", default=None,
+                   help="a built-in suite name (cnn-layers) or a suite JSON file")
     p.add_argument("--config", default="fp32-nchw", choices=sorted(CONFIGS),
                    help="dtype, layout and math mode applied to the suite (default fp32-nchw, "
                    "TF32 allowed)")
@@ -50,7 +51,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="sampling cap per problem and run (default 5 GPU, 1 CPU)")
     p.add_argument("--pytorch-runs", type=int, default=2, help="fresh PyTorch processes")
     p.add_argument("--tune-runs", type=int, default=2, help="fresh convdoctor processes")
-    p.add_argument("--timeout", type=float, default=120.0, metavar="S")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="S",
+                   help="per call into a worker process; a candidate that hangs longer costs "
+                   "only itself (default 120)")
+    p.add_argument("--shard", default=None, metavar="K/N",
+                   help="run only the K-th of N contiguous parts of the (spread) problem list, "
+                   "so a long suite can run as several shorter jobs; join them with --merge")
+    p.add_argument("--out", default=None, metavar="FILE",
+                   help="also write the JSON result to FILE (written when the run ends)")
+    p.add_argument("--merge", nargs="+", default=None, metavar="FILE",
+                   help="instead of running: join the JSON results of several bench runs (shards "
+                   "of one suite and configuration) and summarize them as one")
 
 
 class _Restricted:
@@ -156,38 +167,78 @@ def _referee_arm(problems: list[ConvProblem], keys_for: dict[str, list[str]], sp
     return out
 
 
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    try:
+        k, n = (int(v) for v in text.split("/"))
+    except ValueError:
+        raise UsageError(f"--shard must look like K/N (e.g. 2/4), not {text!r}") from None
+    if n < 1 or not 1 <= k <= n:
+        raise UsageError(f"--shard {text}: need 1 <= K <= N")
+    return k, n
+
+
+def shard_of(items: list[Any], shard: tuple[int, int] | None) -> list[Any]:
+    """The K-th of N contiguous, nearly equal parts (every item is in exactly one part)."""
+    if shard is None:
+        return items
+    k, n = shard
+    lo = (k - 1) * len(items) // n
+    hi = k * len(items) // n
+    return items[lo:hi]
+
+
 def run(args: argparse.Namespace) -> int:
-    from ..cli import emit
+    if args.merge:
+        return _merge(args)
+    if args.suite is None:
+        raise UsageError("bench needs a SUITE (e.g. cnn-layers), or --merge FILE...")
+    return _bench(args)
+
+
+def _bench(args: argparse.Namespace) -> int:
     from ..progress import Progress
-    from .render import fmt_time, table
     from .suites import load_suite
     from .worker import WorkerBackend
 
     suite = load_suite(args.suite)
+    shard = parse_shard(args.shard)
     dtype, layout, math_mode = CONFIGS[args.config]
+    if args.pytorch_runs < 1 or args.tune_runs < 1:
+        raise UsageError("--pytorch-runs and --tune-runs must be >= 1")
     # The first worker tells us the backend; it then serves (still fresh) as the first PyTorch arm.
     first = WorkerBackend(args.backend, timeout_s=args.timeout)
     backend_name = first.name
     env = first.environment()
+    arm_s: dict[str, list[float]] = {"pytorch": [], "tune": [], "referee": []}
     try:
         cpu = backend_name == "cpu"
         limit = args.limit if args.limit is not None else (4 if cpu else None)
         batch = args.batch if args.batch is not None else (1 if cpu else None)
         budget = args.budget if args.budget is not None else (1.0 if cpu else 5.0)
-        if (limit is not None and limit < 1) or args.pytorch_runs < 1 or args.tune_runs < 1:
-            raise UsageError("--limit, --pytorch-runs and --tune-runs must be >= 1")
-        entries = suite.spread(limit)
+        if limit is not None and limit < 1:
+            raise UsageError("--limit must be >= 1")
+        entries = shard_of(suite.spread(limit), shard)
+        if not entries:
+            raise UsageError(f"shard {args.shard} of {suite.name} has no problems")
         problems = [e.problem(direction=args.direction, dtype=dtype, layout=layout, math=math_mode,
                               batch=batch) for e in entries]
         spec = backend_name
         total = len(problems) * (args.pytorch_runs + args.tune_runs + 1)
         t0 = time.monotonic()
         with Progress(total, "bench", enabled=None if not args.json else False) as bar:
-            torch_runs = [_pytorch_arm(problems, spec, budget, args.timeout, bar,
-                                       fresh=first if i == 0 else None)
-                          for i in range(args.pytorch_runs)]
-            tune_runs = [_tune_arm(problems, spec, budget, args.timeout, bar)
-                         for _ in range(args.tune_runs)]
+            torch_runs = []
+            for i in range(args.pytorch_runs):
+                ta = time.monotonic()
+                torch_runs.append(_pytorch_arm(problems, spec, budget, args.timeout, bar,
+                                               fresh=first if i == 0 else None))
+                arm_s["pytorch"].append(time.monotonic() - ta)
+            tune_runs = []
+            for _ in range(args.tune_runs):
+                ta = time.monotonic()
+                tune_runs.append(_tune_arm(problems, spec, budget, args.timeout, bar))
+                arm_s["tune"].append(time.monotonic() - ta)
             heur_key = "cpu:mkldnn-on" if cpu else "torch:heuristic"
             keys_for: dict[str, list[str]] = {}
             for p in problems:
@@ -195,7 +246,9 @@ def run(args: argparse.Namespace) -> int:
                 ks = [heur_key] + [r[k]["benchmark_pick"] for r in torch_runs if r[k]["benchmark_pick"]]
                 ks += [r[k]["winner"] for r in tune_runs if r[k]["winner"]]
                 keys_for[k] = sorted(set(ks))
+            ta = time.monotonic()
             referee = _referee_arm(problems, keys_for, spec, budget, args.timeout, bar)
+            arm_s["referee"].append(time.monotonic() - ta)
     finally:
         first.shutdown()
     wall = time.monotonic() - t0
@@ -241,12 +294,29 @@ def run(args: argparse.Namespace) -> int:
             "degraded": any(r[k]["degraded"] for r in tune_runs),
         })
 
+    summary = summarize(rows)
+    summary["wall_s"] = wall
+    summary["tuning_s_total_per_run"] = [r.get("_process_s") for r in tune_runs]
+    summary["arm_wall_s"] = arm_s
+    payload = {"kind": "bench", "suite": suite.name, "config": args.config,
+               "direction": args.direction, "backend": backend_name, "env": env,
+               "batch_override": batch, "budget_s": budget, "pytorch_runs": args.pytorch_runs,
+               "tune_runs": args.tune_runs, "shard": args.shard, "summary": summary,
+               "rows": rows}
+    return _emit(args, payload)
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The issue's figures over bench rows (one run, or several shards merged)."""
     vs_best = [r["speedup_vs_best"] for r in rows if r["speedup_vs_best"]]
     vs_bench = [r["speedup_vs_benchmark"] for r in rows if r["speedup_vs_benchmark"]]
     stabs = [r["stability"] for r in rows if r["stability"] is not None]
     spreads = [r["benchmark_spread"] for r in rows if r["benchmark_spread"] is not None]
-    summary = {
+    tuning = [x for r in rows for x in r["tuning_s"] if x]
+    bcost = [x for r in rows for x in r["benchmark_cost_s"] if x]
+    return {
         "problems": len(rows),
+        "measured": len(vs_best),
         "geomean_speedup_vs_benchmark": _geomean(vs_bench),
         "geomean_speedup_vs_heuristic": _geomean([r["speedup_vs_heuristic"] for r in rows
                                                   if r["speedup_vs_heuristic"]]),
@@ -258,20 +328,62 @@ def run(args: argparse.Namespace) -> int:
         "stable_within_3pct": (sum(1 for s in stabs if s <= 0.03) / len(stabs)) if stabs else None,
         "benchmark_runs_disagree_over_5pct": (sum(1 for s in spreads if s > 0.05) / len(spreads)
                                               if spreads else None),
-        "tuning_s_per_problem": statistics.median(
-            [x for r in rows for x in r["tuning_s"] if x]) if rows else None,
-        "tuning_s_total_per_run": [r.get("_process_s") for r in tune_runs],
-        "pytorch_benchmark_cost_s_per_problem": statistics.median(
-            [x for r in rows for x in r["benchmark_cost_s"] if x]) if any(
-            x for r in rows for x in r["benchmark_cost_s"]) else None,
+        "tuning_s_per_problem": statistics.median(tuning) if tuning else None,
+        "pytorch_benchmark_cost_s_per_problem": statistics.median(bcost) if bcost else None,
         "degraded_problems": sum(1 for r in rows if r["degraded"]),
-        "wall_s": wall,
     }
-    payload = {"kind": "bench", "suite": suite.name, "config": args.config,
-               "direction": args.direction, "backend": backend_name, "env": env,
-               "batch_override": batch, "budget_s": budget, "pytorch_runs": args.pytorch_runs,
-               "tune_runs": args.tune_runs, "summary": summary, "rows": rows}
 
+
+def _merge(args: argparse.Namespace) -> int:
+    import json
+
+    docs = []
+    for path in args.merge:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                doc = json.load(fh)
+        except (OSError, json.JSONDecodeError) as exc:
+            raise UsageError(f"cannot read bench result {path}: {exc}") from None
+        if not isinstance(doc, dict) or doc.get("kind") != "bench" or "rows" not in doc:
+            raise UsageError(f"{path} is not a `convdoctor bench --json` result")
+        docs.append(doc)
+    first = docs[0]
+    for path, d in zip(args.merge, docs, strict=True):
+        for field in ("suite", "config", "direction", "backend"):
+            if d.get(field) != first.get(field):
+                raise UsageError(f"{path}: {field} {d.get(field)!r} differs from "
+                                 f"{args.merge[0]}'s {first.get(field)!r}; merge only shards of "
+                                 "one suite, configuration and direction")
+    seen: set[str] = set()
+    rows = []
+    for d in docs:
+        for r in d["rows"]:
+            if r["problem_key"] not in seen:   # a problem run in two shards counts once
+                seen.add(r["problem_key"])
+                rows.append(r)
+    summary = summarize(rows)
+    summary["wall_s"] = sum(d["summary"].get("wall_s") or 0.0 for d in docs)
+    summary["tuning_s_total_per_run"] = [
+        sum(x or 0.0 for x in col) for col in zip(*(d["summary"].get("tuning_s_total_per_run")
+                                                    or [] for d in docs), strict=False)]
+    payload = dict(first, rows=rows, summary=summary, shard=None,
+                   merged_from=[str(p) for p in args.merge])
+    return _emit(args, payload)
+
+
+def _emit(args: argparse.Namespace, payload: dict[str, Any]) -> int:
+    from ..cli import emit
+    from ..report import dumps
+    from .render import fmt_time, table
+
+    if getattr(args, "out", None):
+        try:
+            with open(args.out, "w", encoding="utf-8") as fh:
+                fh.write(dumps(payload))
+        except OSError as exc:
+            raise UsageError(f"cannot write --out {args.out}: {exc}") from None
+    cpu = payload["backend"] == "cpu"
+    rows, s = payload["rows"], payload["summary"]
     hl = "PyTorch default" if cpu else "heuristic"
     bl = "one-sample pick" if cpu else "benchmark=True"
     trows = []
@@ -281,14 +393,18 @@ def run(args: argparse.Namespace) -> int:
         trows.append([r["problem"], fmt_time(r["heuristic_s"]), fmt_time(r["benchmark_s"]),
                       fmt_time(r["tuned_s"]), "-" if sp is None else f"{sp:.2f}x",
                       "-" if st is None else f"{st * 100:.1f}%", (r["winners"][0] or "-")])
-    s = summary
 
     def f(x: Any, pat: str = "{:.3f}") -> str:
         return "-" if x is None else pat.format(x)
 
-    lines = [f"suite {suite.name}: {len(rows)} problems, {args.direction} {args.config}, backend "
-             f"{backend_name}" + (f", batch {batch}" if batch else "") +
-             f"; {args.pytorch_runs} PyTorch and {args.tune_runs} convdoctor fresh processes",
+    batch = payload.get("batch_override")
+    where = f" (shard {payload['shard']})" if payload.get("shard") else (
+        f" (merged from {len(payload['merged_from'])} runs)" if payload.get("merged_from") else "")
+    lines = [f"suite {payload['suite']}{where}: {len(rows)} problems, {payload['direction']} "
+             f"{payload['config']}, backend {payload['backend']}"
+             + (f", batch {batch}" if batch else "") +
+             f"; {payload['pytorch_runs']} PyTorch and {payload['tune_runs']} convdoctor fresh "
+             "processes",
              "", table(trows, ["problem", hl, bl, "convdoctor", "vs best PyTorch", "run-to-run",
                               "chosen"]), "",
              f"geomean speedup: {f(s['geomean_speedup_vs_benchmark'])}x vs {bl}, "
@@ -302,7 +418,10 @@ def run(args: argparse.Namespace) -> int:
              f"{bl} runs differ by > 5% on {f(s['benchmark_runs_disagree_over_5pct'], '{:.0%}')}",
              f"cost: convdoctor tuning {f(s['tuning_s_per_problem'], '{:.2f}')} s per problem "
              f"(median); {bl} {f(s['pytorch_benchmark_cost_s_per_problem'], '{:.4f}')} s; "
-             f"wall {wall:.1f} s"]
+             f"wall {s['wall_s']:.1f} s"]
+    if s["measured"] < s["problems"]:
+        lines.append(f"note: {s['problems'] - s['measured']} of {s['problems']} problems have no "
+                     "side-by-side figure (a path failed or was not measured; see --json rows)")
     if s["degraded_problems"]:
         lines.append(f"note: {s['degraded_problems']} problems were measured while the device "
                      "was slowed down (nothing chosen there)")

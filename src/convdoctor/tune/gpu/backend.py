@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..backend import Candidate, CandidateUnsupported, ClockReading, Correctness
@@ -251,10 +252,17 @@ class TorchRunner(_Runner):
     def __init__(self, backend: CudaBackend, problem: ConvProblem, candidate: Candidate) -> None:
         import torch
 
-        self.mode = candidate.key.split(":", 1)[1]
+        self.mode, _, alt = candidate.key.split(":", 1)[1].partition("+")
+        # the other layout to run in (converted in and back inside the timed run), or None
+        self.alt: Any = None
+        if alt:
+            if alt != "nhwc" or problem.ndim not in (2, 3) or problem.layout == "nhwc":
+                raise CandidateUnsupported(f"{candidate.key} applies to 2D/3D NCHW problems only")
+            self.alt = torch.channels_last if problem.ndim == 2 else torch.channels_last_3d
         super().__init__(backend, problem, candidate)
         if self.mode in ("benchmark", "heuristic"):
-            k = (problem.key(), backend.device)
+            # PyTorch's choice cache key includes the memory format: the other layout is its own key
+            k = (problem.key() + (f"+{alt}" if alt else ""), backend.device)
             first = _TORCH_CUDNN_FIRST.get(k)
             if first is not None and first != self.mode:
                 self.close()
@@ -268,9 +276,22 @@ class TorchRunner(_Runner):
             torch.cuda.synchronize(backend.device)
 
     def run(self) -> Any:
+        like = self.x_like if self.problem.direction == "dgrad" else self.w_like
+        if self.alt is not None:
+            return self._run_alt(like)
         with torch_flags(self.mode, self.problem):
-            like = self.x_like if self.problem.direction == "dgrad" else self.w_like
             return torch_conv(self.problem, self.a, self.b, like)
+
+    def _run_alt(self, like: Any) -> Any:
+        import torch
+
+        fmt = self.alt
+        a = self.a.contiguous(memory_format=fmt)
+        b = self.b.contiguous(memory_format=fmt)
+        lk = None if like is None else like.contiguous(memory_format=fmt)
+        with torch_flags(self.mode, self.problem):
+            out = torch_conv(replace(self.problem, layout="nhwc"), a, b, lk)
+        return out.contiguous(memory_format=torch.contiguous_format)
 
     def _poisoned_run(self) -> Any:
         # PyTorch allocates its own output: poison the caching allocator's block of that size
@@ -408,6 +429,10 @@ class CudaBackend:
             Candidate("torch:heuristic", "cuda", 0, det,
                       ("PyTorch cuDNN heuristics (benchmark=False), in a child process",) + asym),
         ]
+        if problem.layout == "nchw" and problem.ndim in (2, 3):
+            out += [Candidate(k, "cuda", 0, det, ("PyTorch cuDNN heuristics run in channels_last: "
+                                                  "converted in and back, both timed",) + asym)
+                    for k in policy.LAYOUT_KEYS]
         if not (problem.deterministic and problem.direction != "fprop"):
             out.append(Candidate("torch:cudnn-off", "cuda", 0, problem.direction == "fprop",
                                  ("PyTorch native CUDA kernels (cuDNN disabled)",) + asym))
@@ -453,7 +478,7 @@ class CudaBackend:
                 return CudnnPlanRunner(self, problem, candidate)
             if candidate.key == "torch:heuristic" and self.isolate_heuristic:
                 return self._heuristic_child().prepare(problem, candidate)
-            if candidate.key in policy.TORCH_KEYS:
+            if candidate.key in policy.TORCH_KEYS or candidate.key in policy.LAYOUT_KEYS:
                 try:
                     return TorchRunner(self, problem, candidate)
                 except CandidateUnsupported:

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Run `convdoctor bench cnn-layers` shard by shard on the GPU, stopping before a deadline, so a
+# long suite fits several device calls and a killed call loses at most one shard.
+#   bash scripts/gpu/tune_suite.sh CONFIG DIRECTION N "K1 K2 ..." DEADLINE_S [extra bench args]
+# Writes $OUT/bench_<config>_<direction>_<K>of<N>.json (+ .txt, .stderr); join them later with
+#   convdoctor bench --merge <files...>
+set -u
+CONFIG=$1; DIR=$2; N=$3; SHARDS=$4; DEADLINE=$5; shift 5
+export PYTHONPATH=src:/tmp/site:${PYTHONPATH:-}
+t0=$(date +%s)
+for K in $SHARDS; do
+  el=$(( $(date +%s) - t0 ))
+  left=$(( DEADLINE - el ))
+  if [ "$left" -lt 60 ]; then echo "deadline: shard $K/$N and later not started"; break; fi
+  base="$OUT/bench_${CONFIG}_${DIR}_${K}of${N}"
+  timeout "$left" python3 -m convdoctor bench cnn-layers --config "$CONFIG" --direction "$DIR" \
+    --shard "$K/$N" --budget 0.5 --timeout 30 --json --out "$base.json" "$@" \
+    > /dev/null 2> "$base.stderr"
+  echo "shard $K/$N rc=$? after $(( $(date +%s) - t0 )) s"
+  [ -f "$base.json" ] && python3 -c "
+import json,sys; s=json.load(open('$base.json'))['summary']
+print({k: (round(v,3) if isinstance(v,float) else v) for k,v in s.items()})"
+done

@@ -1,0 +1,78 @@
+"""bench --shard splits a suite into parts that cover it exactly once; --merge joins the results."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convdoctor.cli import main
+from convdoctor.errors import UsageError
+from convdoctor.tune.cmd_bench import parse_shard, shard_of, summarize
+
+
+@pytest.mark.parametrize("n_items,n", [(101, 4), (7, 3), (3, 5), (10, 1)])
+def test_shards_cover_every_item_once(n_items: int, n: int) -> None:
+    items = list(range(n_items))
+    parts = [shard_of(items, (k, n)) for k in range(1, n + 1)]
+    assert [x for p in parts for x in p] == items
+    assert max(map(len, parts)) - min(map(len, parts)) <= 1
+
+
+@pytest.mark.parametrize("bad", ["0/3", "4/3", "x", "1/0", "1-2"])
+def test_bad_shard_is_a_usage_error(bad: str) -> None:
+    with pytest.raises(UsageError):
+        parse_shard(bad)
+
+
+def _row(key: str, h: float, b: float, t: float, stab: float | None = 0.0) -> dict[str, Any]:
+    best = min(h, b)
+    return {"group": "g", "name": key, "problem": key, "problem_key": key, "heuristic_s": h,
+            "benchmark_s": b, "tuned_s": t, "referee_s": {}, "benchmark_picks": [],
+            "winners": ["w", "w"], "speedup_vs_heuristic": h / t, "speedup_vs_benchmark": b / t,
+            "speedup_vs_best": best / t, "stability": stab, "benchmark_spread": None,
+            "tuning_s": [1.0, 2.0], "benchmark_cost_s": [0.05], "degraded": False}
+
+
+def test_summary_figures() -> None:
+    s = summarize([_row("a", 2.0, 2.2, 1.0), _row("b", 1.0, 1.0, 1.05, stab=0.1)])
+    assert s["share_at_1_10x_vs_benchmark"] == 0.5
+    assert s["slower_than_best_pytorch_by_2pct"] == 1
+    assert s["stable_within_3pct"] == 0.5
+    assert s["geomean_speedup_vs_benchmark"] == pytest.approx((2.2 * (1 / 1.05)) ** 0.5)
+
+
+def _doc(rows: list[dict[str, Any]], config: str = "fp32-nchw") -> dict[str, Any]:
+    return {"kind": "bench", "suite": "s", "config": config, "direction": "fprop",
+            "backend": "cuda", "pytorch_runs": 2, "tune_runs": 2, "batch_override": None,
+            "summary": {"wall_s": 10.0, "tuning_s_total_per_run": [3.0, 4.0]}, "rows": rows}
+
+
+def test_merge_joins_shards(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(_doc([_row("p1", 2.0, 2.0, 1.0)])))
+    b.write_text(json.dumps(_doc([_row("p2", 1.0, 1.0, 1.0), _row("p1", 2.0, 2.0, 1.0)])))
+    out = tmp_path / "m.json"
+    assert main(["bench", "--merge", str(a), str(b), "--json", "--out", str(out)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["problem_key"] for r in doc["rows"]] == ["p1", "p2"]   # p1 counted once
+    assert doc["summary"]["problems"] == 2 and doc["summary"]["wall_s"] == 20.0
+    assert doc["summary"]["tuning_s_total_per_run"] == [6.0, 8.0]
+    assert json.loads(out.read_text())["summary"]["problems"] == 2
+
+
+def test_merge_refuses_mixed_configs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(_doc([_row("p1", 2.0, 2.0, 1.0)])))
+    b.write_text(json.dumps(_doc([_row("p2", 1.0, 1.0, 1.0)], config="fp16-nhwc")))
+    assert main(["bench", "--merge", str(a), str(b)]) == 2
+    assert "differs" in capsys.readouterr().err
+
+
+def test_merge_rejects_non_bench_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = tmp_path / "a.json"
+    a.write_text("{}")
+    assert main(["bench", "--merge", str(a)]) == 2
+    assert main(["bench"]) == 2
