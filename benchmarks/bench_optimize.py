@@ -5,14 +5,43 @@
 
 Per model/precision (ResNet-50 fp32 NCHW with TF32 allowed, ResNet-50 bf16 channels_last, a 3D
 U-Net, the wav2vec2 speech front end with single-channel input) and mode (training step = forward,
-backward, SGD step; inference = forward under no_grad) it times, interleaved in rounds (warm-up, then
-steps; the median is reported):
+backward, SGD step; inference = forward under no_grad) it times (warm-up 4 steps + first step, then
+--steps device-synchronized steps; the median is reported, with the host CPU time to issue a step):
   eager_heuristic   PyTorch eager, cudnn.benchmark=False
   eager_benchmark   PyTorch eager, cudnn.benchmark=True (CUDA only)
   compile           torch.compile(mode="max-autotune") (only for the models named in --compile)
   convdoctor        convdoctor.optimize(model, x, train) on the tuning database in --out
 Each variant runs in its own process (PyTorch caches its cuDNN choice per shape without the
 benchmark flag, so in one process the first mode to run a shape decides for the others).
+
+Fair baselines. Many of these steps are host-bound (on the H100, ResNet-50 bf16 training takes 19.4
+ms of CPU time to issue a 19.5 ms step), and the time of a host-bound step differs from process to
+process by more than convdoctor's effect (CPU core and frequency placement): a diagnostic run found
+stock eager and the optimized model equal when timed interleaved in one process (19.5 vs 19.2 ms)
+while separate processes made convdoctor look 0.64x. So:
+  * the convdoctor process ALSO builds a stock eager twin of the same config (same seed, PyTorch's
+    heuristics with cudnn.benchmark=False, which is also what the optimized model's unrouted layers
+    run) after optimize() is done, and times the optimized model and the twin interleaved in rounds
+    (--rounds, order reversed every other round, each with its own SGD optimizer): the twin is
+    `eager_heuristic_same_process` inside the convdoctor result, and
+    `speedup_vs_heuristic_same_process` = twin ms / convdoctor ms is the fair heuristic comparison.
+    (optimize never routes a layer through torch:benchmark, so the twin's cuDNN choices are
+    PyTorch's heuristics, as in the eager_heuristic process);
+  * every child process (variants and first-step runs) is pinned to the same CPU cores (--cpus,
+    env RT_CPUS: "N" = the first N available cores, default 4; "0-3,8" = those cores; "off" = no
+    pinning), so the cross-process comparisons (vs eager_benchmark, vs compile) are less noisy;
+  * --repeats N (env RT_REPEATS, default 1) runs the eager and convdoctor processes N times in
+    alternating order (later convdoctor runs do not tune: same database, same routes); the median
+    over runs is reported with the spread (max - min) of the runs.
+Summary ratios per config/mode:
+  speedup_vs_best_eager_fair = min(eager_benchmark ms, eager_heuristic_same_process ms) /
+    convdoctor ms ("vs best eager" in the table). The heuristic baseline is the same-process twin
+    (the fair one); benchmark=True cannot share the convdoctor process, because PyTorch's cuDNN
+    choice cache ignores the benchmark flag (the first run of a shape decides for every later
+    one), so eager_benchmark stays a cross-process figure.
+  speedup_vs_heuristic_same_process ("vs heur same proc" in the table).
+  speedup_vs_best_eager and speedup_vs_heuristic: the former cross-process figures (own-process
+    eager_heuristic and eager_benchmark vs convdoctor), kept for comparison with earlier runs.
 And, on CUDA, the time to the first training step of ResNet-50 fp32 in a fresh process: with a
 warm database (optimize + first step) against cudnn.benchmark=True (its search + first step).
 `overhead()` measures the CPU time per convolution call: stock module vs routed module.
@@ -28,6 +57,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +70,7 @@ import torch  # noqa: E402
 
 from convdoctor import zoo  # noqa: E402
 from convdoctor.runtime import optimizer as opt  # noqa: E402
-from convdoctor.runtime.timing import make_step, median, sync, time_steps  # noqa: E402
+from convdoctor.runtime.timing import make_step, median, sync  # noqa: E402
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "resnet50_fp32": {"model": "resnet50", "cuda": (32, 3, 224, 224), "cpu": (2, 3, 64, 64),
@@ -65,17 +95,115 @@ def build(cfg: dict[str, Any], dev: str) -> tuple[torch.nn.Module, torch.Tensor]
     return model, x
 
 
+# ---------------------------------------------------------------------- method helpers
+def parse_cpus(spec: str | None, available: Sequence[int] | None) -> list[int] | None:
+    """The cores to pin child processes to. `spec`: "N" = the first N of `available` (sorted);
+    "0-3,8" = those cores (the ones not available are dropped); "", "off", "none", "all" = no
+    pinning. None means: do not pin (also where the platform has no affinity). Raises ValueError
+    on a malformed spec or when no listed core is available."""
+    if available is None:
+        return None
+    spec = (spec or "").strip().lower()
+    if spec in ("", "off", "none", "all", "no"):
+        return None
+    avail = sorted(set(available))
+    if spec.isdigit():
+        n = int(spec)
+        if n <= 0:
+            raise ValueError(f"--cpus/RT_CPUS {spec!r}: the number of cores must be >= 1 "
+                             "(or 'off' for no pinning)")
+        return avail[:n]
+    wanted: set[int] = set()
+    for part in spec.split(","):
+        part = part.strip()
+        lo, sep, hi = part.partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            raise ValueError(f"--cpus/RT_CPUS {spec!r}: expected a count like 4, a core list "
+                             "like 0-3,8, or 'off'")
+        a, b = int(lo), int(hi) if sep else int(lo)
+        if b < a:
+            raise ValueError(f"--cpus/RT_CPUS {spec!r}: range {part} runs backwards")
+        wanted.update(range(a, b + 1))
+    cpus = sorted(wanted & set(avail))
+    if not cpus:
+        raise ValueError(f"--cpus/RT_CPUS {spec!r}: none of these cores is available to this "
+                         f"process (available: {avail})")
+    return cpus
+
+
+def available_cpus() -> list[int] | None:
+    """Cores this process may run on, or None where the platform has no CPU affinity."""
+    if not hasattr(os, "sched_getaffinity") or not hasattr(os, "sched_setaffinity"):
+        return None
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except OSError:
+        return None
+
+
+def _pinner(cpus: list[int] | None) -> Callable[[], None] | None:
+    """preexec_fn for subprocess: pin the child (and every thread it starts) to `cpus`; a failure
+    is ignored (the child then runs unpinned and reports its real affinity)."""
+    if not cpus:
+        return None
+
+    def pin() -> None:
+        try:
+            os.sched_setaffinity(0, cpus)
+        except (OSError, AttributeError, ValueError):
+            pass
+
+    return pin
+
+
+def round_sizes(steps: int, rounds: int) -> list[int]:
+    """Split `steps` timed steps into at most `rounds` rounds of near-equal size (sum == steps)."""
+    steps = max(1, steps)
+    rounds = max(1, min(rounds, steps))
+    return [steps // rounds + (1 if i < steps % rounds else 0) for i in range(rounds)]
+
+
+def time_rounds(steps_by_name: dict[str, Callable[[], None]], dev: str, *, warmup: int = 4,
+                steps: int = 20, rounds: int = 5) -> dict[str, dict[str, Any]]:
+    """Time one or more step functions interleaved: `warmup` untimed steps each, then `rounds`
+    rounds in which each function runs its share of `steps` (the order of the functions is
+    reversed every other round, so neither always follows the other). One device-synchronized
+    wall-clock sample per step; also the process CPU time spent until the step was issued (before
+    the sync): close to the wall time means the step is host-bound."""
+    names = list(steps_by_name)
+    for name in names:
+        for _ in range(max(0, warmup)):
+            steps_by_name[name]()
+    sync(dev)
+    wall: dict[str, list[float]] = {k: [] for k in names}
+    cpu: dict[str, list[float]] = {k: [] for k in names}
+    for i, per in enumerate(round_sizes(steps, rounds)):
+        for name in names if i % 2 == 0 else names[::-1]:
+            fn = steps_by_name[name]
+            for _ in range(per):
+                c0 = time.process_time()
+                t0 = time.perf_counter()
+                fn()
+                c1 = time.process_time()
+                sync(dev)
+                wall[name].append((time.perf_counter() - t0) * 1e3)
+                cpu[name].append((c1 - c0) * 1e3)
+    return {k: {"ms": median(wall[k]), "samples_ms": [round(v, 4) for v in wall[k]],
+                "issue_cpu_ms": median(cpu[k])} for k in names}
+
+
 def variant_child(variant: str, args: argparse.Namespace) -> dict[str, Any]:
     """Run one variant over every config and mode in THIS process (the parent starts one process
     per variant: PyTorch caches its cuDNN choice per shape without the benchmark flag, so heuristic
-    and benchmark runs in one process would share choices)."""
+    and benchmark runs in one process would share choices). The convdoctor variant also times a
+    stock eager twin (heuristics) interleaved with the optimized model."""
     dev = args.device
     if dev == "cuda":
         torch.backends.cudnn.allow_tf32 = True
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.benchmark = variant == "eager_benchmark"
     deadline = time.monotonic() + args.time_budget
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"_affinity": available_cpus()}
     for name in args.configs.split(","):
         cfg = CONFIGS[name]
         if variant == "compile" and cfg["model"] not in args.compile:
@@ -83,6 +211,7 @@ def variant_child(variant: str, args: argparse.Namespace) -> dict[str, Any]:
         for train in (True, False):
             mode = "train" if train else "inference"
             res: dict[str, Any] = {}
+            model = step = twin = twin_step = None
             try:
                 model, x = build(cfg, dev)
                 if not train:
@@ -108,28 +237,49 @@ def variant_child(variant: str, args: argparse.Namespace) -> dict[str, Any]:
                 step()
                 sync(dev)
                 res["setup_and_first_step_s"] = time.monotonic() - t0
-                samples = time_steps(step, dev, warmup=4, steps=args.steps)
-                res["ms"] = median(samples)
-                res["samples_ms"] = samples
-                del model, step
+                steps = {variant: step}
+                if variant == "convdoctor" and not args.no_twin:
+                    # The stock twin: built after optimize() (its tuning and measuring are done),
+                    # same seed and input, PyTorch's heuristics like every unrouted layer.
+                    twin, tx = build(cfg, dev)
+                    if not train:
+                        twin.eval()
+                    twin_step = make_step(twin, tx, train, with_optimizer=train)
+                    twin_step()
+                    sync(dev)
+                    steps = {"eager_heuristic_same_process": twin_step, variant: step}
+                t = time_rounds(steps, dev, warmup=4, steps=args.steps, rounds=args.rounds)
+                res.update(t[variant])
+                if "eager_heuristic_same_process" in t:
+                    same = t["eager_heuristic_same_process"]
+                    res["eager_heuristic_same_process"] = same
+                    res["speedup_vs_heuristic_same_process"] = same["ms"] / res["ms"]
+                    res["timing"] = (f"interleaved with eager_heuristic_same_process in "
+                                     f"{len(round_sizes(args.steps, args.rounds))} rounds")
             except Exception as exc:  # noqa: BLE001 - reported, the other configs go on
                 res["error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
+            del model, step, twin, twin_step
             out.setdefault(name, {})[mode] = res
             if dev == "cuda":
                 torch.cuda.empty_cache()
     return out
 
 
-def run_variant(variant: str, args: argparse.Namespace, timeout: float) -> dict[str, Any]:
+def run_variant(variant: str, args: argparse.Namespace, timeout: float,
+                time_budget: float | None = None) -> dict[str, Any]:
+    tb = args.time_budget if time_budget is None else time_budget
     cmd = [sys.executable, str(Path(__file__).resolve()), "--variant-child", variant,
            "--device", args.device, "--configs", args.configs, "--db", args.db,
-           "--steps", str(args.steps), "--budget", str(args.budget),
-           "--time-budget", str(args.time_budget), "--compile", ",".join(args.compile)]
+           "--steps", str(args.steps), "--budget", str(args.budget), "--rounds", str(args.rounds),
+           "--time-budget", str(tb), "--compile", ",".join(args.compile)]
+    if args.no_twin:
+        cmd.append("--no-twin")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
     t0 = time.monotonic()
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
+                           preexec_fn=_pinner(args.cpu_list))
     except subprocess.TimeoutExpired:
         return {"_error": f"timed out after {timeout:.0f} s"}
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
@@ -138,6 +288,73 @@ def run_variant(variant: str, args: argparse.Namespace, timeout: float) -> dict[
     data = json.loads(lines[-1])
     data["_wall_s"] = time.monotonic() - t0
     return data  # type: ignore[no-any-return]
+
+
+REPEATED = ("eager_heuristic", "eager_benchmark", "convdoctor")
+
+
+def run_plan(variants: Sequence[str], repeats: int) -> list[tuple[int, str]]:
+    """(run index, variant) in the order to start them: every variant once, then, for each further
+    repeat, the eager and convdoctor variants again in reversed, then forward, ... order."""
+    plan = [(0, v) for v in variants]
+    again = [v for v in variants if v in REPEATED]
+    for r in range(1, max(1, repeats)):
+        plan += [(r, v) for v in (again[::-1] if r % 2 else again)]
+    return plan
+
+
+def _spread(xs: Sequence[float]) -> float:
+    return max(xs) - min(xs) if xs else float("nan")
+
+
+def merge_runs(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One variant's results for one config/mode over repeated processes: the first run that has a
+    time is the base (with its report); `ms` becomes the median over runs, `runs_ms` and
+    `ms_spread` (max - min) show the noise, the same for the same-process twin and its ratio; the
+    later runs' timings are kept under `repeats`."""
+    if len(runs) == 1:
+        return dict(runs[0])
+    timed = [r for r in runs if "ms" in r]
+    if not timed:
+        return dict(runs[0])
+    base = dict(timed[0])
+    ms = [r["ms"] for r in timed]
+    base.update(ms_run0=timed[0]["ms"], runs_ms=ms, ms=median(ms), ms_spread=_spread(ms))
+    same = [r["eager_heuristic_same_process"]["ms"] for r in timed
+            if "eager_heuristic_same_process" in r]
+    if same:
+        base["eager_heuristic_same_process"] = dict(
+            base["eager_heuristic_same_process"], ms_run0=base["eager_heuristic_same_process"]["ms"],
+            runs_ms=same, ms=median(same), ms_spread=_spread(same))
+        sp = [r["speedup_vs_heuristic_same_process"] for r in timed
+              if "speedup_vs_heuristic_same_process" in r]
+        base.update(speedup_vs_heuristic_same_process=median(sp),
+                    speedup_vs_heuristic_same_process_runs=sp)
+    keep = ("ms", "samples_ms", "issue_cpu_ms", "setup_and_first_step_s",
+            "eager_heuristic_same_process", "speedup_vs_heuristic_same_process", "error")
+    base["repeats"] = [{k: r[k] for k in keep if k in r} for r in runs if r is not timed[0]]
+    return base
+
+
+def summarize(slot: dict[str, Any]) -> None:
+    """Add the ratios of one config/mode slot in place (see the module docstring)."""
+    cd = slot.get("convdoctor", {})
+    cd_ms = cd.get("ms")
+    if not cd_ms:
+        return
+    eager = [slot[v]["ms"] for v in ("eager_heuristic", "eager_benchmark")
+             if v in slot and "ms" in slot[v]]
+    if eager:  # the former cross-process figures
+        slot["speedup_vs_best_eager"] = min(eager) / cd_ms
+        if "ms" in slot.get("eager_heuristic", {}):
+            slot["speedup_vs_heuristic"] = slot["eager_heuristic"]["ms"] / cd_ms
+    same = cd.get("eager_heuristic_same_process", {}).get("ms")
+    if same:
+        slot["speedup_vs_heuristic_same_process"] = cd.get(
+            "speedup_vs_heuristic_same_process", same / cd_ms)
+        best = [same] + ([slot["eager_benchmark"]["ms"]]
+                         if "ms" in slot.get("eager_benchmark", {}) else [])
+        slot["speedup_vs_best_eager_fair"] = min(best) / cd_ms
 
 
 def _choice_counts(rep: Any) -> dict[str, int]:
@@ -171,10 +388,10 @@ def first_step_child(mode: str, db: str, cl: str) -> None:
     torch.cuda.synchronize()
     t2 = time.monotonic()
     print(json.dumps({"mode": mode, "first_step_s": t1 - t0, "second_step_s": t2 - t1,
-                      "setup_s": t0 - t_imp}))
+                      "setup_s": t0 - t_imp, "affinity": available_cpus()}))
 
 
-def first_step(db: str, cl: bool) -> dict[str, Any]:
+def first_step(db: str, cl: bool, cpus: list[int] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for mode in ("benchmark", "convdoctor"):
         cmd = [sys.executable, str(Path(__file__).resolve()), "--first-step-child", mode,
@@ -182,7 +399,8 @@ def first_step(db: str, cl: bool) -> dict[str, Any]:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             [str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
         try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env,
+                               preexec_fn=_pinner(cpus))
             line = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
             out[mode] = json.loads(line[-1]) if line else {"error": p.stderr[-800:]}
         except Exception as exc:  # noqa: BLE001
@@ -282,6 +500,30 @@ def _overhead_one(dev: str, n: int, c: int, hw: int, calls: int, repeats: int) -
 VARIANTS = ("eager_heuristic", "eager_benchmark", "compile", "convdoctor")
 
 
+def assemble(results: dict[str, Any], runs: dict[str, list[dict[str, Any]]]) -> None:
+    """Fill results["variants"] and results["configs"] from every variant's runs (in run order),
+    merging repeated runs (merge_runs) and adding the ratios (summarize)."""
+    results["variants"] = {}
+    per: dict[str, dict[str, dict[str, list[dict[str, Any]]]]] = {}
+    for variant, datas in runs.items():
+        infos = [{k: v for k, v in d.items() if k.startswith("_")} for d in datas]
+        results["variants"][variant] = dict(infos[0], **({"repeats": infos[1:]} if infos[1:]
+                                                         else {}))
+        for d in datas:
+            for name, modes in d.items():
+                if name.startswith("_"):
+                    continue
+                for mode, r in modes.items():
+                    per.setdefault(name, {}).setdefault(mode, {}).setdefault(variant, []).append(r)
+    configs: dict[str, Any] = {}
+    for name, modes in per.items():
+        for mode, by_variant in modes.items():
+            slot = {v: merge_runs(rs) for v, rs in by_variant.items()}
+            summarize(slot)
+            configs.setdefault(name, {})[mode] = slot
+    results["configs"] = configs
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -296,6 +538,16 @@ def main() -> int:
     ap.add_argument("--variant-timeout", type=float, default=420.0)
     ap.add_argument("--quick", action="store_true", help="CPU: fewer steps")
     ap.add_argument("--skip-overhead", action="store_true")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="rounds the timed steps are split into (interleaving in one process)")
+    ap.add_argument("--no-twin", action="store_true",
+                    help="do not time a stock eager twin in the convdoctor process")
+    ap.add_argument("--cpus", default=os.environ.get("RT_CPUS", "4"),
+                    help="pin child processes: N = first N available cores, a list like 0-3,8, "
+                         "or 'off' (env RT_CPUS; default 4)")
+    ap.add_argument("--repeats", default=os.environ.get("RT_REPEATS", "1"),
+                    help="run the eager and convdoctor processes this many times, alternating "
+                         "order; medians and spreads are reported (env RT_REPEATS; default 1)")
     ap.add_argument("--first-step-child", default=None)
     ap.add_argument("--variant-child", default=None)
     ap.add_argument("--cl", default="auto")
@@ -311,6 +563,23 @@ def main() -> int:
         if name not in CONFIGS:
             print(f"unknown config {name}; have {', '.join(CONFIGS)}", file=sys.stderr)
             return 2
+    try:
+        repeats = int(args.repeats)
+        if repeats < 1:
+            raise ValueError
+    except ValueError:
+        print(f"--repeats/RT_REPEATS {args.repeats!r}: expected a whole number >= 1",
+              file=sys.stderr)
+        return 2
+    if args.rounds < 1:
+        print("--rounds must be >= 1", file=sys.stderr)
+        return 2
+    avail = available_cpus()
+    try:
+        args.cpu_list = parse_cpus(args.cpus, avail)
+    except ValueError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
     t_start = time.monotonic()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -320,66 +589,105 @@ def main() -> int:
         args.steps = min(args.steps, 6)
     env = {"torch": torch.__version__, "device": torch.cuda.get_device_name(0) if dev == "cuda"
            else "cpu", "cudnn": torch.backends.cudnn.version() if dev == "cuda" else None,
-           "threads": torch.get_num_threads(), "steps": args.steps,
-           "method": "one process per variant; warm-up 4 steps + first step, then --steps timed "
-                     "steps (device-synchronized), median"}
+           "threads": torch.get_num_threads(), "steps": args.steps, "rounds": args.rounds,
+           "repeats": repeats, "cpus_available": avail, "cpu_affinity": args.cpu_list,
+           "cpu_affinity_spec": args.cpus,
+           "method": "one process per variant, each pinned to cpu_affinity (null: not pinned); "
+                     "warm-up 4 steps + first step, then --steps timed steps "
+                     "(device-synchronized), median; in the convdoctor process a stock eager "
+                     "twin (cudnn.benchmark=False) is timed interleaved with the optimized model "
+                     "in --rounds rounds (eager_heuristic_same_process); with repeats > 1 the "
+                     "eager and convdoctor processes run again in alternating order (no tuning) "
+                     "and ms is the median over runs, ms_spread = max - min"}
     results: dict[str, Any] = {"env": env, "configs": {}, "variants": {}}
     path = out / "runtime_bench.json"
     path.write_text(json.dumps(results, indent=2))
     if not args.skip_overhead:
         results["overhead"] = overhead(dev)
         path.write_text(json.dumps(results, indent=2, default=str))
-    for variant in VARIANTS:
-        if variant == "eager_benchmark" and dev != "cuda":
-            continue
-        if variant == "compile" and not args.compile:
-            continue
-        data = run_variant(variant, args, args.variant_timeout)
-        results["variants"][variant] = {k: v for k, v in data.items() if k.startswith("_")}
-        for name, modes in data.items():
-            if name.startswith("_"):
-                continue
-            for mode, r in modes.items():
-                slot = results["configs"].setdefault(name, {}).setdefault(mode, {})
-                slot[variant] = r
+    variants = [v for v in VARIANTS if not (v == "eager_benchmark" and dev != "cuda")
+                and not (v == "compile" and not args.compile)]
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for r, variant in run_plan(variants, repeats):
+        # Later convdoctor runs do not tune: the database from run 0, the same routes.
+        data = run_variant(variant, args, args.variant_timeout,
+                           time_budget=None if r == 0 else 0.0)
+        data["_run"] = r
+        runs.setdefault(variant, []).append(data)
+        assemble(results, runs)
         path.write_text(json.dumps(results, indent=2, default=str))
-    for modes in results["configs"].values():
-        for slot in modes.values():
-            eager = [slot[v]["ms"] for v in ("eager_heuristic", "eager_benchmark")
-                     if v in slot and "ms" in slot[v]]
-            cd = slot.get("convdoctor", {}).get("ms")
-            if cd and eager:
-                slot["speedup_vs_best_eager"] = min(eager) / cd
-                slot["speedup_vs_heuristic"] = slot["eager_heuristic"]["ms"] / cd
     if dev == "cuda":
         chosen = results["configs"].get("resnet50_fp32", {}).get("train", {}).get("convdoctor", {})
         cl = bool(chosen.get("report", {}).get("channels_last"))
-        results["first_step_resnet50_fp32_train"] = first_step(args.db, cl)
+        results["first_step_resnet50_fp32_train"] = first_step(args.db, cl, args.cpu_list)
     results["total_s"] = time.monotonic() - t_start
     path.write_text(json.dumps(results, indent=2, default=str))
     print(table(results))
     return 0
 
 
+COLUMNS = (("eager_heuristic", "heur(own)"), ("eager_benchmark", "bench(own)"),
+           ("compile", "compile"), ("convdoctor", "convdoctor"),
+           ("eager_heuristic_same_process", "heur(cd proc)"))
+
+
+def _ms_of(slot: dict[str, Any], key: str) -> dict[str, Any]:
+    if key == "eager_heuristic_same_process":
+        return slot.get("convdoctor", {}).get(key, {})  # type: ignore[no-any-return]
+    return slot.get(key, {})  # type: ignore[no-any-return]
+
+
 def table(results: dict[str, Any]) -> str:
+    """Per config/mode: eager heuristic and eager benchmark (own processes), compile (if run),
+    convdoctor, the stock heuristic twin timed in convdoctor's process, "vs best eager" =
+    min(eager_benchmark, heuristic in convdoctor's process) / convdoctor and "vs heur same proc" =
+    heuristic in convdoctor's process / convdoctor. The heuristic baseline is the same-process
+    twin because host-bound steps time differently from process to process; eager_benchmark cannot
+    share the process (PyTorch's cuDNN choice cache ignores the benchmark flag: the first run of a
+    shape decides for every later one), so it stays a cross-process figure. Times in ms; with
+    repeats, a line of spreads (max - min over the runs) follows."""
     lines = [f"env: {results['env']}"]
     for row in results.get("overhead", []):
         parts = [f"{k}: fwd {v['fwd_us']:.1f} us, fwd+bwd {v['fwdbwd_us']:.1f} us"
                  for k, v in row.items() if isinstance(v, dict)]
         lines.append(f"overhead {row['shape']} ({row['device']}): " + "; ".join(parts))
     for v, info in results.get("variants", {}).items():
-        if "_error" in info:
-            lines.append(f"variant {v}: ERROR {str(info['_error'])[-400:]}")
-    lines.append(f"{'config':<18} {'mode':<9} " + " ".join(f"{k:>16}" for k in VARIANTS)
-                 + f" {'vs best eager':>13}")
+        for i, run in enumerate([info, *info.get("repeats", [])]):
+            if "_error" in run:
+                lines.append(f"variant {v} run {i}: ERROR {str(run['_error'])[-400:]}")
+    have_compile = any("compile" in slot for modes in results["configs"].values()
+                       for slot in modes.values())
+    cols = [(k, h) for k, h in COLUMNS if k != "compile" or have_compile]
+    lines.append("times in ms (median of steps; own = the variant's own process, cd proc = "
+                 "stock eager timed interleaved with convdoctor in its process)")
+    lines.append(f"{'config':<18} {'mode':<9} " + " ".join(f"{h:>13}" for _, h in cols)
+                 + f" {'vs best eager':>13} {'vs heur same proc':>17}")
     for name, modes in results["configs"].items():
         for mode, slot in modes.items():
-            cells = " ".join(f"{slot[k]['ms']:>13.3f} ms" if "ms" in slot.get(k, {})
-                             else f"{('ERR' if 'error' in slot.get(k, {}) else '-'):>16}"
-                             for k in VARIANTS)
-            sp = slot.get("speedup_vs_best_eager")
-            lines.append(f"{name:<18} {mode:<9} {cells} {(f'{sp:.3f}x' if sp else '-'):>13}")
-            rep = slot.get("convdoctor", {}).get("report")
+            cells = []
+            for k, _ in cols:
+                r = _ms_of(slot, k)
+                cells.append(f"{r['ms']:>13.3f}" if "ms" in r else
+                             f"{('ERR' if 'error' in r else '-'):>13}")
+            sp = slot.get("speedup_vs_best_eager_fair")
+            sh = slot.get("speedup_vs_heuristic_same_process")
+            lines.append(f"{name:<18} {mode:<9} {' '.join(cells)} "
+                         f"{(f'{sp:.3f}x' if sp else '-'):>13} {(f'{sh:.3f}x' if sh else '-'):>17}")
+            spreads = [f"{h} {_ms_of(slot, k)['ms_spread']:.3f} ({len(_ms_of(slot, k)['runs_ms'])} "
+                       "runs)" for k, h in cols if "ms_spread" in _ms_of(slot, k)]
+            runs_sp = slot.get("convdoctor", {}).get("speedup_vs_heuristic_same_process_runs")
+            if runs_sp:
+                spreads.append("vs heur same proc " + "/".join(f"{x:.3f}" for x in runs_sp))
+            if spreads:
+                lines.append(f"{'':<28}spread over runs (max-min ms): " + ", ".join(spreads))
+            cdr = slot.get("convdoctor", {})
+            if "issue_cpu_ms" in cdr and results["env"].get("device") != "cpu":
+                same = cdr.get("eager_heuristic_same_process", {})
+                lines.append(f"{'':<28}host CPU to issue a step: convdoctor "
+                             f"{cdr['issue_cpu_ms']:.2f} ms" + (
+                                 f", heur(cd proc) {same['issue_cpu_ms']:.2f} ms"
+                                 if "issue_cpu_ms" in same else ""))
+            rep = cdr.get("report")
             if rep:
                 lines.append(f"{'':<28}layout {'channels_last' if rep['channels_last'] else 'as given'}"
                              f", routing {'on' if rep['routing'] else 'off'}, problems "

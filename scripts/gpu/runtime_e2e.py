@@ -1,9 +1,16 @@
 """GPU end-to-end run of convdoctor.optimize (H100): per-call overhead, then ResNet-50 fp32 (TF32),
-the speech front end, a 3D U-Net and ResNet-50 bf16 channels_last, training and inference, against
+ResNet-50 bf16 channels_last, the speech front end and a 3D U-Net, training and inference, against
 PyTorch eager (heuristics, cudnn.benchmark=True) and torch.compile(max-autotune) for the models in
-RT_COMPILE (e.g. speech_frontend; off by default to fit the time budget); then time to first step with a warm database vs benchmark=True. Each variant runs in its own
-process (PyTorch's cuDNN choice cache ignores the benchmark flag). Writes $OUT/runtime_bench.json
-and $OUT/runtime_e2e.log; prints the table last. Run from the repo root:
+RT_COMPILE (e.g. speech_frontend; off by default to fit the time budget); then time to first step
+with a warm database vs benchmark=True. Each variant runs in its own process (PyTorch's cuDNN choice
+cache ignores the benchmark flag), every child pinned to the same cores (RT_CPUS: a count, default
+4 = the first 4 available cores, a list like 0-3, or 'off'). The convdoctor process also times a
+stock eager twin (heuristics) interleaved with the optimized model (RT_ROUNDS rounds, default 5):
+the fair heuristic baseline, since these steps are often host-bound and host-bound steps time
+differently from process to process. RT_REPEATS=2 runs the eager and convdoctor processes twice in
+alternating order and reports medians and spreads (adds roughly a minute on the H100; default 1).
+Writes $OUT/runtime_bench.json and $OUT/runtime_e2e.log; prints the table last. Run from the repo
+root:
 
     OUT=/tmp/out PYTHONPATH=src:/tmp/site python scripts/gpu/runtime_e2e.py
 """
@@ -24,5 +31,8 @@ sys.argv = [str(ROOT / "benchmarks" / "bench_optimize.py"), "--device", "cuda", 
             "--variant-timeout", os.environ.get("RT_VARIANT_TIMEOUT", "240"),
             "--configs", os.environ.get("RT_CONFIGS",
                                         "resnet50_fp32,resnet50_bf16_cl,speech_fp32,unet3d_fp32"),
-            "--compile", os.environ.get("RT_COMPILE", "")]
+            "--compile", os.environ.get("RT_COMPILE", ""),
+            "--cpus", os.environ.get("RT_CPUS", "4"),
+            "--repeats", os.environ.get("RT_REPEATS", "1"),
+            "--rounds", os.environ.get("RT_ROUNDS", "5")]
 runpy.run_path(sys.argv[0], run_name="__main__")
