@@ -229,6 +229,7 @@ def variant_child(variant: str, args: argparse.Namespace) -> dict[str, Any]:
                     res["report"] = {
                         "channels_last": rep.channels_last,
                         "channels_last_reason": rep.channels_last_reason,
+                        "graphs": rep.graphs, "graphs_reason": rep.graphs_reason,
                         "routing": rep.routing, "routing_reason": rep.routing_reason,
                         "problems": rep.problems, "from_db": rep.from_db, "tuned": rep.tuned,
                         "untuned": rep.untuned, "tuning_s": rep.tuning_s, "notes": rep.notes[:20],
@@ -693,6 +694,9 @@ def table(results: dict[str, Any]) -> str:
                              f", routing {'on' if rep['routing'] else 'off'}, problems "
                              f"{rep['problems']} (db {rep['from_db']}, tuned {rep['tuned']} in "
                              f"{rep['tuning_s']:.0f}s), choices {rep['choices']}")
+                if rep.get("graphs_reason"):
+                    lines.append(f"{'':<28}CUDA graphs {'on' if rep.get('graphs') else 'off'}: "
+                                 f"{rep['graphs_reason']}")
             for k in VARIANTS:
                 if "error" in slot.get(k, {}):
                     lines.append(f"{'':<28}{k} error: {slot[k]['error'][:300]}")

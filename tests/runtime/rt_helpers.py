@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from convdoctor.runtime import site as S
-from convdoctor.runtime.execs import flag_exec
+from convdoctor.runtime.execs import flag_exec, torch_exec  # noqa: F401
 
 
 def route_all(module: torch.nn.Module, x: torch.Tensor, keys: dict[str, str], dev: str,
@@ -21,7 +21,7 @@ def route_all(module: torch.nn.Module, x: torch.Tensor, keys: dict[str, str], de
         module(x)
     rec = site.recording[0]
     site.recording = None
-    chains = {d: S.build_chain([flag_exec(keys.get(d, "torch:default"))], dev) for d in S.DIRS}
+    chains = {d: S.build_chain([torch_exec(keys.get(d, "torch:default"))], dev) for d in S.DIRS}
     site.routes[rec["key"]] = S.Route(chains)
     return site
 

@@ -76,3 +76,25 @@ def test_merge_rejects_non_bench_file(tmp_path: Path, capsys: pytest.CaptureFixt
     a.write_text("{}")
     assert main(["bench", "--merge", str(a)]) == 2
     assert main(["bench"]) == 2
+
+
+def test_match_selects_the_1x1_layers() -> None:
+    from convdoctor.tune.cmd_bench import _matching
+    from convdoctor.tune.suites import load_suite
+
+    entries = list(load_suite("cnn-layers").entries)
+    got = _matching(entries, r" r=1 s=1 \S+ pad_pre=0,0 pad_post=0,0 .*groups=1 ", "fprop",
+                    "float32", "nchw", "tf32")
+    assert 20 < len(got) < len(entries)
+    assert all(e.problem().kernel == (1, 1) for e in got)
+    assert [e.name for e in _matching(entries, "^vgg16 ", "fprop", "float32", "nchw",
+                                      "tf32")] == [e.name for e in entries if e.group == "vgg16"]
+
+
+@pytest.mark.parametrize("bad", ["(", "no-such-problem-anywhere"])
+def test_bad_match_is_a_usage_error(bad: str) -> None:
+    from convdoctor.tune.cmd_bench import _matching
+    from convdoctor.tune.suites import load_suite
+
+    with pytest.raises(UsageError, match="--match"):
+        _matching(list(load_suite("cnn-layers").entries), bad, "fprop", "float32", "nchw", "tf32")

@@ -123,3 +123,35 @@ def test_layout_candidate_converts_in_and_back(backend, text: str) -> None:
     r.close()
     nhwc = P(text + " layout=nhwc") if "layout" not in text else p
     assert "torch:heuristic+nhwc" not in {c.key for c in backend.torch_candidates(nhwc)}
+
+
+@pytest.mark.parametrize("text", [
+    "fprop n=8 c=64 h=14 w=14 k=128 r=1 s=1 dtype=float32",
+    "fprop n=8 c=64 h=14 w=14 k=128 r=1 s=1 stride=2 dtype=float16 layout=nhwc",
+    "dgrad n=8 c=64 h=15 w=15 k=32 r=1 s=1 stride=2 dtype=float32 math=strict",
+    "dgrad n=4 c=32 d=4 h=6 w=6 k=16 t=1 r=1 s=1 dtype=bfloat16 layout=nhwc",
+    "wgrad n=8 c=64 h=14 w=14 k=128 r=1 s=1 dtype=float32",
+    "wgrad n=8 c=64 h=14 w=14 k=128 r=1 s=1 stride=2 dtype=float16 layout=nhwc",
+    "fprop n=8 c=64 w=100 k=32 s=1 dtype=float32",
+])
+def test_gemm_candidate_is_correct(backend, text: str) -> None:
+    """torch:gemm (1x1 convolution as cuBLAS products) passes the float64 check and runs in the
+    problem's layout; it is offered only for 1x1 / no padding / one group."""
+    import torch
+
+    p = P(text)
+    by = {c.key: c for c in backend.torch_candidates(p)}
+    r = backend.prepare(p, by["torch:gemm"])
+    r.warmup()
+    c = r.check()
+    assert c.ok, c.detail
+    out = r.run()
+    assert out.shape == r.out.shape and not torch.isnan(out).any()
+    if p.layout == "nhwc":
+        fmt = torch.channels_last if out.dim() == 4 else torch.channels_last_3d
+        assert out.is_contiguous(memory_format=fmt)
+    assert all(t > 0 for t in r.time(3))
+    r.close()
+    for other in ("fprop n=2 c=8 h=7 w=7 k=4 r=3 s=3 pad=1", "fprop n=2 c=8 h=7 w=7 k=4 r=1 s=1 "
+                  "pad=1", "fprop n=2 c=8 h=7 w=7 k=8 r=1 s=1 groups=2"):
+        assert "torch:gemm" not in {c.key for c in backend.torch_candidates(P(other))}

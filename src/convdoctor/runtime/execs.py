@@ -170,6 +170,15 @@ def flag_exec(key: str) -> FlagExec | None:
     return _cached_flag_exec(key)
 
 
+def torch_exec(key: str) -> Any:
+    """The executor for any non-plan candidate key: a flag route, `torch:gemm`, or None."""
+    if key == "torch:gemm":
+        from .gemm_exec import GEMM_EXEC
+
+        return GEMM_EXEC
+    return flag_exec(key)
+
+
 @functools.lru_cache(maxsize=64)
 def _cached_flag_exec(key: str) -> FlagExec:
     return FlagExec(key, dict(route_table()["routes"][key]))

@@ -15,6 +15,10 @@ Steps of `optimize`:
    prebuilt here), then PyTorch as configured, then the fallback tail.
 5. `verify`: the routed model is timed end to end against the same model with routing off; routing
    stays on only when it is not slower (so optimize never makes a model slower than PyTorch's path).
+6. Whole-model CUDA graphs (`graphs="auto"`, CUDA only): the forward (and the backward when
+   training) is captured for the example input signature (`runtime.graphs`) and timed end to end
+   against the eager model; kept only when faster by more than `margin`. Calls with any other
+   signature, mode or context run eagerly.
 """
 
 from __future__ import annotations
@@ -27,8 +31,9 @@ from typing import Any
 import torch
 
 from ..errors import UsageError
+from . import graphs as _graphs
 from . import site as _site
-from .execs import flag_exec
+from .execs import torch_exec
 from .timing import call_model, make_step, median, time_interleaved
 
 _STATE = "_convdoctor_state"
@@ -63,6 +68,9 @@ class OptimizeReport:
     channels_last: bool = False
     channels_last_reason: str = ""
     layout_ms: dict[str, float] = field(default_factory=dict)
+    graphs: bool = False
+    graphs_reason: str = ""
+    graphs_ms: dict[str, float] = field(default_factory=dict)
     routing: bool = True
     routing_reason: str = ""
     verify_ms: dict[str, float] = field(default_factory=dict)
@@ -79,7 +87,7 @@ class OptimizeReport:
     def speedup(self) -> float | None:
         """End-to-end: PyTorch eager as given / the optimized model (measured in `optimize`)."""
         base = self.layout_ms.get("as_given")
-        best = self.verify_ms.get("chosen")
+        best = self.graphs_ms.get("chosen") or self.verify_ms.get("chosen")
         if not base or not best:
             return None
         return base / best
@@ -190,6 +198,7 @@ def restore(model: Any) -> Any:
     if not isinstance(model, torch.nn.Module):
         raise UsageError(f"restore expects a torch.nn.Module, not {type(model).__name__}")
     st: _State | None = model.__dict__.pop(_STATE, None)
+    _graphs.uninstall(model)
     for m in model.modules():
         _site.uninstall(m)
     if st is not None:
@@ -207,17 +216,21 @@ def optimize(model: Any, example_inputs: Any = None, train: bool = True, db: Any
              tune_on_first_sight: bool = False, backend: str = "auto", verify: bool = True,
              budget_s: float = 2.0, steps: int = 10, margin: float = 0.03,
              progress: Any = None, isolate: bool = True,
-             tune_time_limit_s: float | None = None) -> Any:
+             tune_time_limit_s: float | None = None, graphs: bool | str = "auto") -> Any:
     """Route every convolution of `model` to its tuned winner; returns the same model object.
 
     db: a `convdoctor.db.TuningDB`, a path, None (the default database) or False (no database).
     channels_last: "auto" (measure, choose only when faster), True or False.
     verify: time routed vs unrouted end to end and keep routing only when it is not slower.
     tune_time_limit_s: stop tuning new problems after this long (the rest: PyTorch's path).
+    graphs: "auto" (capture CUDA graphs of the whole forward/backward, keep them only when measured
+        faster), True (keep them when capture works) or False.
     """
     t_start = time.monotonic()
     if not isinstance(model, torch.nn.Module):
         raise UsageError(f"optimize expects a torch.nn.Module, not {type(model).__name__}")
+    if graphs not in ("auto", True, False):
+        raise UsageError(f"graphs must be 'auto', True or False, not {graphs!r}")
     if channels_last not in ("auto", True, False):
         raise UsageError(f"channels_last must be 'auto', True or False, not {channels_last!r}")
     if is_optimized(model):
@@ -254,6 +267,9 @@ def optimize(model: Any, example_inputs: Any = None, train: bool = True, db: Any
         # 5. verify end to end
         if verify and sites:
             _verify(model, inputs, train, sites, report, dev, steps, margin)
+
+        # 6. whole-model CUDA graphs
+        _decide_graphs(model, inputs, train, graphs, use_cl, report, dev, steps, margin)
     except BaseException:
         restore(model)
         raise
@@ -439,7 +455,7 @@ def _executors(keys: list[str], problem: Any, dev: str, notes: list[str]) -> lis
             except Exception as exc:  # noqa: BLE001 - a plan that does not build is skipped
                 notes.append(f"{key} for {problem.short()} not used: {type(exc).__name__}: {exc}")
             continue
-        ex = flag_exec(key)
+        ex = torch_exec(key)
         if ex is None:
             notes.append(f"candidate {key} has no runtime route; skipped")
             continue
@@ -704,3 +720,66 @@ def _verify(model: torch.nn.Module, inputs: Any, train: bool, sites: dict[str, _
     report.routing_reason = (f"measured end to end: routed {ms['routed']:.3f} ms, PyTorch's path "
                              f"{ms['unrouted']:.3f} ms -> "
                              f"{'routed' if keep else 'PyTorch path (routing was not faster)'}")
+
+
+# ---------------------------------------------------------------------- 6. graphs
+def _decide_graphs(model: torch.nn.Module, inputs: Any, train: bool, choice: bool | str,
+                   use_cl: bool, report: OptimizeReport, dev: str, steps: int,
+                   margin: float) -> None:
+    if choice is False:
+        report.graphs_reason = "not asked for"
+        return
+    if dev != "cuda":
+        report.graphs_reason = "CUDA graphs need a CUDA device"
+        return
+    args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    if not all(isinstance(a, torch.Tensor) for a in args):
+        report.graphs_reason = "graphs need positional tensor inputs"
+        return
+    if use_cl:  # what forward receives after the channels_last pre-hook
+        args = tuple(_to_cl(a) for a in args)
+    buffers = [(b, b.detach().clone()) for b in model.buffers()]
+    grads = [(p, p.grad) for p in model.parameters()]
+    try:
+        g = _graphs.install(model, args, train)
+    except Exception as exc:  # noqa: BLE001 - not capturable: stay eager
+        report.graphs_reason = f"not capturable ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
+        report.notes.append(f"CUDA graphs: {report.graphs_reason}")
+        return
+    step = make_step(model, inputs, train)
+
+    def graphed() -> None:
+        g.enabled = True
+        step()
+
+    def eager() -> None:
+        g.enabled = False
+        step()
+
+    try:
+        samples = time_interleaved({"graphed": graphed, "eager": eager}, dev, warmup=2,
+                                   steps=steps)
+        ok = g.replays > 0
+    except Exception as exc:  # noqa: BLE001
+        samples, ok = {}, False
+        report.notes.append(f"CUDA graphs failed end to end ({type(exc).__name__}: {exc})")
+    finally:
+        with torch.no_grad():
+            for b, v in buffers:
+                b.copy_(v)
+        for p, gr in grads:
+            p.grad = gr
+    if not ok:
+        _graphs.uninstall(model)
+        report.graphs_reason = report.graphs_reason or "graphs did not replay; eager kept"
+        return
+    ms = {k: median(v) for k, v in samples.items()}
+    keep = choice is True or ms["graphed"] < ms["eager"] * (1.0 - margin)
+    report.graphs = keep
+    report.graphs_ms = dict(ms, chosen=ms["graphed"] if keep else ms["eager"])
+    report.graphs_reason = (f"measured end to end: eager {ms['eager']:.3f} ms, graphed "
+                            f"{ms['graphed']:.3f} ms -> {'graphed' if keep else 'eager'}")
+    if keep:
+        g.enabled = True
+    else:
+        _graphs.uninstall(model)

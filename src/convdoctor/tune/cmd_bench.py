@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import statistics
 import time
 from typing import Any
@@ -32,6 +33,19 @@ CONFIGS = {
     "fp16-nchw": ("float16", "nchw", "tf32"),
     "bf16-nhwc": ("bfloat16", "nhwc", "tf32"),
 }
+
+
+def _matching(entries: list[Any], pattern: str, direction: str, dtype: str, layout: str,
+              math_mode: str) -> list[Any]:
+    try:
+        rx = re.compile(pattern)
+    except re.error as exc:
+        raise UsageError(f"--match {pattern!r} is not a valid regular expression: {exc}") from None
+    out = [e for e in entries if rx.search(" ".join((e.group, e.name, e.problem(
+        direction=direction, dtype=dtype, layout=layout, math=math_mode).key())))]
+    if not out:
+        raise UsageError(f"--match {pattern!r} selects no problem of the suite")
+    return out
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -54,6 +68,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=120.0, metavar="S",
                    help="per call into a worker process; a candidate that hangs longer costs "
                    "only itself (default 120)")
+    p.add_argument("--match", default=None, metavar="REGEX",
+                   help="only problems whose 'group name key' matches REGEX (Python re.search), "
+                        "e.g. 'r=1 s=1 \\S+ pad_pre=0,0 pad_post=0,0 .*groups=1' (2D 1x1 layers); applied before --shard")
     p.add_argument("--shard", default=None, metavar="K/N",
                    help="run only the K-th of N contiguous parts of the (spread) problem list, "
                    "so a long suite can run as several shorter jobs; join them with --merge")
@@ -219,7 +236,10 @@ def _bench(args: argparse.Namespace) -> int:
         budget = args.budget if args.budget is not None else (1.0 if cpu else 5.0)
         if limit is not None and limit < 1:
             raise UsageError("--limit must be >= 1")
-        entries = shard_of(suite.spread(limit), shard)
+        entries = suite.spread(limit)
+        if args.match:
+            entries = _matching(entries, args.match, args.direction, dtype, layout, math_mode)
+        entries = shard_of(entries, shard)
         if not entries:
             raise UsageError(f"shard {args.shard} of {suite.name} has no problems")
         problems = [e.problem(direction=args.direction, dtype=dtype, layout=layout, math=math_mode,
@@ -301,7 +321,8 @@ def _bench(args: argparse.Namespace) -> int:
     payload = {"kind": "bench", "suite": suite.name, "config": args.config,
                "direction": args.direction, "backend": backend_name, "env": env,
                "batch_override": batch, "budget_s": budget, "pytorch_runs": args.pytorch_runs,
-               "tune_runs": args.tune_runs, "shard": args.shard, "summary": summary,
+               "tune_runs": args.tune_runs, "shard": args.shard, "match": args.match,
+               "summary": summary,
                "rows": rows}
     return _emit(args, payload)
 

@@ -6,7 +6,10 @@ Candidates for a problem:
   and determinism forbid (`policy.note_filter`);
 - `torch:benchmark`: what PyTorch's `cudnn.benchmark=True` picks in this process, then timed;
 - `torch:heuristic`: PyTorch with benchmark off (cuDNN heuristics);
-- `torch:cudnn-off`: PyTorch with cuDNN disabled (its native CUDA kernels).
+- `torch:cudnn-off`: PyTorch with cuDNN disabled (its native CUDA kernels);
+- `torch:heuristic+nhwc`: PyTorch's heuristic path in channels_last (2D/3D NCHW problems);
+- `torch:gemm`: a 1x1 convolution (no padding, one group) as cuBLAS matrix products
+  (`convdoctor.tune.gemm`), TF32 as the math mode allows, fp16/bf16 reductions in fp32.
 
 Runners: fprop via torch.nn.functional.conv{1,2,3}d, dgrad via aten.convolution_backward with
 output_mask (True, False, False), wgrad with (False, True, False); cuDNN plans via `ConvPlan`.
@@ -308,6 +311,29 @@ class TorchRunner(_Runner):
         return self.run()
 
 
+class GemmRunner(TorchRunner):
+    """`torch:gemm`: the direction as matrix products (`convdoctor.tune.gemm`)."""
+
+    def __init__(self, backend: CudaBackend, problem: ConvProblem, candidate: Candidate) -> None:
+        if not policy.gemm_eligible(problem):
+            raise CandidateUnsupported("torch:gemm applies to 1x1 convolutions with no padding "
+                                       "and one group only")
+        _Runner.__init__(self, backend, problem, candidate)
+        self.cl = problem.layout == "nhwc" and problem.ndim in (2, 3)
+        self.tf32 = problem.math == "tf32"
+
+    def run(self) -> Any:
+        from .. import gemm
+
+        p = self.problem
+        with gemm.reduced_precision(self.tf32):
+            if p.direction == "fprop":
+                return gemm.fprop(self.a, self.b, p.stride, channels_last=self.cl)
+            if p.direction == "dgrad":
+                return gemm.dgrad(self.a, self.b, p.spatial, p.stride, channels_last=self.cl)
+            return gemm.wgrad(self.a, self.b, p.stride, channels_last=self.cl)
+
+
 def _env_num(name: str, default: Any, kind: Any) -> Any:
     import os
 
@@ -433,6 +459,11 @@ class CudaBackend:
             out += [Candidate(k, "cuda", 0, det, ("PyTorch cuDNN heuristics run in channels_last: "
                                                   "converted in and back, both timed",) + asym)
                     for k in policy.LAYOUT_KEYS]
+        if policy.gemm_eligible(problem):
+            # cuBLAS gives the same bits run to run on one stream (its documented reproducibility)
+            out.append(Candidate("torch:gemm", "cuda", 0, True,
+                                 ("1x1 convolution as cuBLAS matrix products; a strided input's "
+                                  "subsampling copy (and wgrad's NCHW transposes) timed",)))
         if not (problem.deterministic and problem.direction != "fprop"):
             out.append(Candidate("torch:cudnn-off", "cuda", 0, problem.direction == "fprop",
                                  ("PyTorch native CUDA kernels (cuDNN disabled)",) + asym))
@@ -478,6 +509,14 @@ class CudaBackend:
                 return CudnnPlanRunner(self, problem, candidate)
             if candidate.key == "torch:heuristic" and self.isolate_heuristic:
                 return self._heuristic_child().prepare(problem, candidate)
+            if candidate.key in policy.GEMM_KEYS:
+                try:
+                    return GemmRunner(self, problem, candidate)
+                except CandidateUnsupported:
+                    raise
+                except RuntimeError as exc:
+                    raise CandidateUnsupported(
+                        f"{candidate.key} failed: {' '.join(str(exc).split())[:300]}") from None
             if candidate.key in policy.TORCH_KEYS or candidate.key in policy.LAYOUT_KEYS:
                 try:
                     return TorchRunner(self, problem, candidate)

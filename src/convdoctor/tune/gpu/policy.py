@@ -28,6 +28,15 @@ TORCH_KEYS = ("torch:benchmark", "torch:heuristic", "torch:cudnn-off")
 # back, both conversions inside the timed run (what `optimize` pays per call on this route). Offered
 # for 2D/3D NCHW problems, where PyTorch otherwise runs its NCHW path as given.
 LAYOUT_KEYS = ("torch:heuristic+nhwc",)
+# A 1x1 convolution (no padding, one group) run as a matrix product by cuBLAS
+# (`convdoctor.tune.gemm`); the subsampling copy of a strided input is inside the timed run.
+GEMM_KEYS = ("torch:gemm",)
+
+
+def gemm_eligible(problem: ConvProblem) -> bool:
+    """The problem is exactly a matrix product: 1x1 kernel, no padding, one group."""
+    return (problem.groups == 1 and all(k == 1 for k in problem.kernel)
+            and not any(problem.pad_pre) and not any(problem.pad_post))
 
 # Heuristic modes queried, in this order; "enum" marks plans added by engine/knob enumeration.
 HEUR_MODES = ("A", "B", "FALLBACK")

@@ -1,0 +1,155 @@
+"""Whole-model CUDA graphs (`optimize(..., graphs=...)`, `runtime.graphs`): a graphed training loop
+gives the eager losses and gradients, outputs kept across steps stay valid, gradients accumulate
+over two backward calls, other shapes/modes/contexts run eagerly, and restore() removes it all.
+The capture itself needs CUDA: those tests are marked `gpu`; the CPU ones check the decisions."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+
+import convdoctor
+from convdoctor.errors import UsageError
+from convdoctor.runtime import graphs as G
+from convdoctor.runtime.optimizer import report_of
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                                  nn.Conv2d(8, 8, 1), nn.ReLU())
+        self.head = nn.Linear(8, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x).mean(dim=(2, 3)))
+
+
+def _opt(model: nn.Module, x: torch.Tensor, train: bool, graphs: object = True) -> nn.Module:
+    return convdoctor.optimize(model, x, train=train, db=False, tune_missing=False,
+                               graphs=graphs, channels_last=False, steps=3)
+
+
+def test_cpu_model_keeps_eager_with_reason() -> None:
+    m = Net()
+    _opt(m, torch.randn(2, 3, 8, 8), train=True, graphs="auto")
+    rep = report_of(m)
+    assert rep is not None and not rep.graphs and "CUDA" in rep.graphs_reason
+    assert G.installed(m) is None
+
+
+def test_bad_graphs_argument_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="graphs"):
+        _opt(Net(), torch.randn(2, 3, 8, 8), train=True, graphs="yes")
+
+
+def _losses(model: nn.Module, xs: list[torch.Tensor], ys: list[torch.Tensor]) -> list[float]:
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    out = []
+    for x, y in zip(xs, ys, strict=True):
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        out.append(float(loss))
+    return out
+
+
+@pytest.mark.gpu
+def test_graphed_training_matches_eager_gpu() -> None:
+    torch.manual_seed(0)
+    ref = Net().cuda()
+    m = copy.deepcopy(ref)
+    xs = [torch.randn(4, 3, 16, 16, device="cuda") for _ in range(6)]
+    ys = [torch.randint(0, 5, (4,), device="cuda") for _ in range(6)]
+    _opt(m, xs[0], train=True)
+    g = G.installed(m)
+    assert g is not None and report_of(m).graphs
+    before = g.replays
+    want = _losses(ref, xs, ys)
+    got = _losses(m, xs, ys)
+    assert g.replays - before == 6
+    torch.testing.assert_close(torch.tensor(got), torch.tensor(want), rtol=1e-4, atol=1e-5)
+    for a, b in zip(ref.state_dict().values(), m.state_dict().values(), strict=True):
+        torch.testing.assert_close(b.float(), a.float(), rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_outputs_survive_next_replay_and_grads_accumulate_gpu() -> None:
+    torch.manual_seed(0)
+    ref = Net().cuda()
+    m = copy.deepcopy(ref)
+    x1, x2 = torch.randn(4, 3, 16, 16, device="cuda"), torch.randn(4, 3, 16, 16, device="cuda")
+    _opt(m, x1, train=True)
+    g = G.installed(m)
+    assert g is not None
+    y1 = m(x1)
+    keep = y1.detach().clone()
+    n = g.replays
+    y2 = m(x2)  # y1 still waits for its backward: this call runs eagerly
+    assert g.replays == n
+    torch.testing.assert_close(y1.detach(), keep)  # not overwritten
+    (y1.sum() + 0 * y2.sum()).backward()
+    y3 = m(x2)
+    y3.sum().backward()  # accumulates onto the first gradients
+    r1 = ref(x1)
+    ref(x2)
+    r1.sum().backward()
+    ref(x2).sum().backward()
+    for p, q in zip(ref.parameters(), m.parameters(), strict=True):
+        torch.testing.assert_close(q.grad, p.grad, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_inference_graph_and_eager_fallbacks_gpu() -> None:
+    torch.manual_seed(0)
+    ref = Net().cuda().eval()
+    m = copy.deepcopy(ref)
+    x = torch.randn(4, 3, 16, 16, device="cuda")
+    _opt(m, x, train=False)
+    g = G.installed(m)
+    assert g is not None
+    with torch.no_grad():
+        n0 = g.replays
+        torch.testing.assert_close(m(x), ref(x))
+        assert g.replays == n0 + 1
+        other = torch.randn(2, 3, 16, 16, device="cuda")  # another shape: eager
+        torch.testing.assert_close(m(other), ref(other))
+        with torch.autocast("cuda", dtype=torch.bfloat16):  # autocast: eager, autocast numerics
+            assert m(x).dtype == ref(x).dtype
+    with torch.inference_mode():
+        torch.testing.assert_close(m(x), ref(x))
+    assert g.replays == n0 + 1 and g.eager_calls >= 3
+    y = m(x)  # grad mode on while captured without: eager, differentiable
+    assert y.requires_grad
+
+
+@pytest.mark.gpu
+def test_restore_and_state_dict_gpu() -> None:
+    torch.manual_seed(0)
+    m = Net().cuda()
+    keys = list(m.state_dict())
+    x = torch.randn(4, 3, 16, 16, device="cuda")
+    _opt(m, x, train=True)
+    assert list(m.state_dict()) == keys
+    twin = copy.deepcopy(m)  # a copy runs eagerly
+    assert G.installed(twin) is None
+    twin(x).sum().backward()
+    convdoctor.restore(m)
+    assert G.installed(m) is None and "forward" not in m.__dict__
+    fresh = Net().cuda()
+    fresh.load_state_dict(m.state_dict())
+
+
+@pytest.mark.gpu
+def test_torch_compile_of_graphed_model_runs_gpu() -> None:
+    torch.manual_seed(0)
+    ref = Net().cuda()
+    m = copy.deepcopy(ref)
+    x = torch.randn(4, 3, 16, 16, device="cuda")
+    _opt(m, x, train=True)
+    c = torch.compile(m)
+    torch.testing.assert_close(c(x), ref(x), rtol=1e-3, atol=1e-3)
