@@ -153,3 +153,23 @@ def test_torch_compile_of_graphed_model_runs_gpu() -> None:
     _opt(m, x, train=True)
     c = torch.compile(m)
     torch.testing.assert_close(c(x), ref(x), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_dropout_masks_change_between_replays_gpu() -> None:
+    """The graph's random numbers advance on every replay (a frozen dropout mask would be a silent
+    training bug)."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.Dropout(0.5), nn.Flatten()).cuda()
+    x = torch.randn(4, 3, 16, 16, device="cuda")
+    _opt(m, x, train=True)
+    g = G.installed(m)
+    assert g is not None
+    outs = []
+    for _ in range(3):
+        y = m(x)
+        y.sum().backward()
+        outs.append((y.detach() == 0).float())
+    assert g.replays >= 3
+    assert not torch.equal(outs[0], outs[1]) and not torch.equal(outs[1], outs[2])
+    assert 0.35 < float(outs[0].mean()) < 0.65
