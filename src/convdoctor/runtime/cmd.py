@@ -28,6 +28,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default="float32", help="float32 (default), bfloat16 or float16")
     p.add_argument("--channels-last", default="auto", choices=("auto", "on", "off"),
                    help="model-level channels_last: measured (auto, default), forced on or off")
+    p.add_argument("--graphs", default="auto", choices=("auto", "on", "off"),
+                   help="whole-model CUDA graphs for the given input shape: measured (auto, "
+                        "default), kept whenever capture works (on) or off; CUDA only")
     p.add_argument("--db", default=None, help="tuning database path (default: CONVDOCTOR_DB or "
                                               "the user cache)")
     p.add_argument("--no-tune", action="store_true",
@@ -78,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
     cl = {"auto": "auto", "on": True, "off": False}[args.channels_last]
     try:
         optimize(model, x, train=args.train, db=args.db, tune_missing=not args.no_tune,
-                 channels_last=cl, budget_s=args.budget, steps=max(4, args.steps // 2),
+                 channels_last=cl, graphs={"auto": "auto", "on": True, "off": False}[args.graphs],
+                 budget_s=args.budget, steps=max(4, args.steps // 2),
                  backend="cuda" if dev == "cuda" else "cpu")
     except UsageError:
         raise
@@ -117,6 +121,8 @@ def _human(args: argparse.Namespace, shape: tuple[int, ...], dtype: str, dev: st
              f" {what}"]
     lines.append(f"  layout: {'channels_last' if rep.channels_last else 'as given'} "
                  f"({rep.channels_last_reason})")
+    if rep.graphs_reason:
+        lines.append(f"  CUDA graphs: {'on' if rep.graphs else 'off'} ({rep.graphs_reason})")
     lines.append(f"  routing: {'on' if rep.routing else 'off'}"
                  + (f" ({rep.routing_reason})" if rep.routing_reason else ""))
     lines.append(f"  problems: {rep.problems} unique ({rep.from_db} from the database, "
