@@ -509,17 +509,11 @@ class CudaBackend:
                 return CudnnPlanRunner(self, problem, candidate)
             if candidate.key == "torch:heuristic" and self.isolate_heuristic:
                 return self._heuristic_child().prepare(problem, candidate)
-            if candidate.key in policy.GEMM_KEYS:
+            runner: Any = (GemmRunner if candidate.key in policy.GEMM_KEYS else TorchRunner
+                           if candidate.key in policy.TORCH_KEYS + policy.LAYOUT_KEYS else None)
+            if runner is not None:
                 try:
-                    return GemmRunner(self, problem, candidate)
-                except CandidateUnsupported:
-                    raise
-                except RuntimeError as exc:
-                    raise CandidateUnsupported(
-                        f"{candidate.key} failed: {' '.join(str(exc).split())[:300]}") from None
-            if candidate.key in policy.TORCH_KEYS or candidate.key in policy.LAYOUT_KEYS:
-                try:
-                    return TorchRunner(self, problem, candidate)
+                    return runner(self, problem, candidate)
                 except CandidateUnsupported:
                     raise
                 except RuntimeError as exc:
