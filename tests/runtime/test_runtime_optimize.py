@@ -169,7 +169,7 @@ def test_verify_and_layout_are_measured(tmp_path: Path) -> None:
     assert set(rep.layout_ms) == {"as_given", "channels_last"}
     assert all(v > 0 for v in rep.layout_ms.values())
     assert set(rep.verify_ms) == {"routed", "unrouted", "chosen"}
-    assert rep.routing == (rep.verify_ms["routed"] <= rep.verify_ms["unrouted"])
+    assert rep.routing == (rep.verify_ms["routed"] < rep.verify_ms["unrouted"] * (1 - 0.03))
     assert rep.channels_last == (rep.layout_ms["channels_last"]
                                  < rep.layout_ms["as_given"] * (1 - 0.03))
     assert "no database" in " ".join(rep.notes) or rep.problems > 0

@@ -98,3 +98,27 @@ def test_bad_match_is_a_usage_error(bad: str) -> None:
 
     with pytest.raises(UsageError, match="--match"):
         _matching(list(load_suite("cnn-layers").entries), bad, "fprop", "float32", "nchw", "tf32")
+
+
+def test_failure_summary_counts_reasons() -> None:
+    from convdoctor.problem import ConvProblem
+    from convdoctor.tune.backend import Candidate
+    from convdoctor.tune.cmd_bench import failure_summary
+    from convdoctor.tune.result import CandidateStats, TuneResult
+
+    def st(key: str, status: str, reason: str = "") -> CandidateStats:
+        s = CandidateStats(candidate=Candidate(key, "cuda"))
+        s.status, s.reason = status, reason
+        return s
+
+    oom = "prepare failed: RuntimeError: CUDA out of memory.\n Tried to allocate 128 MiB"
+    r = TuneResult(problem=ConvProblem.parse("fprop n=1 c=1 h=4 w=4 k=1 r=1 s=1"), env={},
+                   backend="cuda", winner=None,
+                   candidates=[st("a", "failed", oom), st("b", "failed", oom),
+                               st("c", "disqualified", "wrong output"), st("d", "ok"),
+                               st("e", "screened-out", "slow")])
+    out = failure_summary(r)
+    assert out[0] == ("2 x failed: prepare failed: RuntimeError: CUDA out of memory. Tried to "
+                      "allocate 128 MiB")
+    assert out[1] == "1 x disqualified: wrong output"
+    assert len(out) == 2

@@ -155,3 +155,27 @@ def test_gemm_candidate_is_correct(backend, text: str) -> None:
     for other in ("fprop n=2 c=8 h=7 w=7 k=4 r=3 s=3 pad=1", "fprop n=2 c=8 h=7 w=7 k=4 r=1 s=1 "
                   "pad=1", "fprop n=2 c=8 h=7 w=7 k=8 r=1 s=1 groups=2"):
         assert "torch:gemm" not in {c.key for c in backend.torch_candidates(P(other))}
+
+
+def test_tuning_problem_after_problem_keeps_no_memory(backend) -> None:
+    """A worker tunes many problems in a row: cached plans must not pin their workspaces (before
+    the fix the H100 ran out of memory after a few problems and later ones got no winner)."""
+    import torch
+
+    from convdoctor.tune.gpu import cudnn_plan
+    from convdoctor.tune.harness import tune_problem
+
+    probs = [P("fprop n=16 c=64 h=56 w=56 k=64 r=3 s=3 pad=1"),
+             P("dgrad n=16 c=64 h=56 w=56 k=64 r=3 s=3 pad=1"),
+             P("wgrad n=16 c=64 h=56 w=56 k=64 r=3 s=3 pad=1"),
+             P("fprop n=8 c=1 w=16000 k=64 s=10 stride=5")]
+    tune_problem(probs[0], backend=backend, db=None, budget_s=0.1, reuse=False)
+    backend.release()
+    base = torch.cuda.memory_allocated()
+    for p in probs:
+        r = tune_problem(p, backend=backend, db=None, budget_s=0.1, reuse=False)
+        assert r.winner is not None, r.notes
+        assert {k[1] for k in cudnn_plan._PLANS} <= {p.key()}
+    backend.release()
+    assert not cudnn_plan._PLANS
+    assert torch.cuda.memory_allocated() <= base + (64 << 20)

@@ -73,31 +73,43 @@ def sync(device_type: str) -> None:
 
 
 def time_steps(step: Callable[[], None], device_type: str, *, warmup: int = 3,
-               steps: int = 10) -> list[float]:
-    """Milliseconds per step, one sample per step, after `warmup` untimed steps."""
+               steps: int = 10, host: list[float] | None = None) -> list[float]:
+    """Milliseconds per step, one sample per step, after `warmup` untimed steps. `host`, when
+    given, receives the CPU milliseconds this process spent issuing each step (before the device
+    sync): close to the step's wall time means the step is host-bound."""
     for _ in range(max(0, warmup)):
         step()
     sync(device_type)
     out: list[float] = []
     for _ in range(max(1, steps)):
+        c0 = time.process_time()
         t0 = time.perf_counter()
         step()
+        c1 = time.process_time()
         sync(device_type)
         out.append((time.perf_counter() - t0) * 1e3)
+        if host is not None:
+            host.append((c1 - c0) * 1e3)
     return out
 
 
 def time_interleaved(steps_by_name: Mapping[str, Callable[[], None]], device_type: str, *,
-                     warmup: int = 3, steps: int = 10, rounds: int = 3) -> dict[str, list[float]]:
-    """Alternate the variants in rounds so drift (clocks, other load) hits all of them alike."""
+                     warmup: int = 3, steps: int = 10, rounds: int = 3,
+                     host: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
+    """Alternate the variants in rounds so drift (clocks, other load) hits all of them alike.
+    `host`, when given, receives each variant's host CPU ms per step (see `time_steps`)."""
     samples: dict[str, list[float]] = {k: [] for k in steps_by_name}
+    if host is not None:
+        for k in steps_by_name:
+            host.setdefault(k, [])
     for name, step in steps_by_name.items():
         time_steps(step, device_type, warmup=warmup, steps=1)
         del name
     per = max(1, steps // max(1, rounds))
     for _ in range(max(1, rounds)):
         for name, step in steps_by_name.items():
-            samples[name] += time_steps(step, device_type, warmup=1, steps=per)
+            samples[name] += time_steps(step, device_type, warmup=1, steps=per,
+                                        host=None if host is None else host[name])
     return samples
 
 

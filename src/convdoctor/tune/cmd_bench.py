@@ -158,10 +158,23 @@ def _tune_arm(problems: list[ConvProblem], spec: str, budget: float, timeout: fl
                         if s.status == "ok" and s.median_s}
             out[p.key()] = {"winner": r.winner.key if r.winner else None,
                             "tuned_s": r.winner_time_s, "tuning_s": r.tuning_s,
-                            "degraded": r.degraded, "measured": measured}
+                            "degraded": r.degraded, "measured": measured,
+                            "notes": list(r.notes), "failures": failure_summary(r)}
             bar.update(1, "tune " + p.short())
         out["_process_s"] = time.monotonic() - t_start
     return out
+
+
+def failure_summary(result: Any, limit: int = 5) -> list[str]:
+    """The most common reasons candidates failed or were disqualified ("3 x failed: ..."), so a
+    bench row with no winner says why."""
+    counts: dict[str, int] = {}
+    for s in result.candidates:
+        if s.status in ("failed", "disqualified"):
+            why = f"{s.status}: {' '.join((s.reason or '').split())[:160]}"
+            counts[why] = counts.get(why, 0) + 1
+    top = sorted(counts.items(), key=lambda kv: -kv[1])[:limit]
+    return [f"{n} x {why}" for why, n in top]
 
 
 def _referee_arm(problems: list[ConvProblem], keys_for: dict[str, list[str]], spec: str,
@@ -312,6 +325,7 @@ def _bench(args: argparse.Namespace) -> int:
             "tuning_s": [r[k]["tuning_s"] for r in tune_runs],
             "benchmark_cost_s": [r[k]["benchmark_cost_s"] for r in torch_runs],
             "degraded": any(r[k]["degraded"] for r in tune_runs),
+            "tune_notes": [r[k].get("notes", []) + r[k].get("failures", []) for r in tune_runs],
         })
 
     summary = summarize(rows)
@@ -443,6 +457,12 @@ def _emit(args: argparse.Namespace, payload: dict[str, Any]) -> int:
     if s["measured"] < s["problems"]:
         lines.append(f"note: {s['problems'] - s['measured']} of {s['problems']} problems have no "
                      "side-by-side figure (a path failed or was not measured; see --json rows)")
+    for r in rows:
+        for i, w in enumerate(r["winners"]):
+            why = (r.get("tune_notes") or [[]] * len(r["winners"]))[i]
+            if w is None:
+                lines.append(f"no winner in tuning run {i + 1} for {r['problem']}: "
+                             + ("; ".join(why[:3]) or "no reason recorded"))
     if s["degraded_problems"]:
         lines.append(f"note: {s['degraded_problems']} problems were measured while the device "
                      "was slowed down (nothing chosen there)")

@@ -250,6 +250,12 @@ class CudnnPlanRunner(_Runner):
         return self.plan.execute(self.a, self.b, self.out, stream=torch.cuda.current_stream(),
                                  check=False)
 
+    def close(self) -> None:
+        plan = getattr(self, "plan", None)
+        if plan is not None:
+            plan.release_workspace()
+        super().close()
+
 
 class TorchRunner(_Runner):
     def __init__(self, backend: CudaBackend, problem: ConvProblem, candidate: Candidate) -> None:
@@ -499,7 +505,22 @@ class CudaBackend:
         return out
 
     def candidates(self, problem: ConvProblem) -> list[Candidate]:
+        self.release(problem)
         return self.torch_candidates(problem) + self.cudnn_candidates(problem)
+
+    def release(self, problem: ConvProblem | None = None) -> None:
+        """Free what earlier problems left behind before tuning `problem`: their cached cuDNN
+        plans (and graphs) and the allocator's unused cached blocks. A worker tunes problem after
+        problem; without this its memory grew until later problems failed every candidate with
+        CUDA out-of-memory (seen on the H100: no winner for the last problems of a 28-problem
+        run)."""
+        import torch
+
+        from .cudnn_plan import drop_plans
+
+        drop_plans(None if problem is None else problem.key())
+        _REF_CACHE.clear()
+        torch.cuda.empty_cache()
 
     def prepare(self, problem: ConvProblem, candidate: Candidate) -> Any:
         import torch

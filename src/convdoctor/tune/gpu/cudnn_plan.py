@@ -253,6 +253,13 @@ class ConvPlan:
                                           device=f"cuda:{self.device}")
         return self._workspace
 
+    def release_workspace(self) -> None:
+        """Drop the plan's own workspace buffer (a later `workspace()` allocates it again). The
+        tuner calls this when it is done with a plan: a cached plan must not pin its workspace
+        (some engines take hundreds of MiB; tuning many problems in one process ran out of
+        memory on an 80 GB H100 before this)."""
+        self._workspace = None
+
     def check_tensor(self, role: str, t: Any) -> None:
         shape = policy.role_shapes(self.problem)[role]
         strides = policy.logical_strides(self.problem, role)
@@ -546,3 +553,14 @@ def cached_plan(problem: ConvProblem, name: str, device: int) -> ConvPlan | None
 def clear_cache() -> None:
     with _LOCK:
         _PLANS.clear()
+
+
+def drop_plans(keep_problem_key: str | None = None) -> int:
+    """Forget every cached plan except those of `keep_problem_key` (None: all); returns how many
+    were dropped. Plans still referenced elsewhere (a runtime route) stay valid: only the cache's
+    reference goes."""
+    with _LOCK:
+        gone = [k for k in _PLANS if k[1] != keep_problem_key]
+        for k in gone:
+            del _PLANS[k]
+    return len(gone)
