@@ -33,7 +33,9 @@ def child(cfg_name: str, mode: str, variant: str) -> dict:
     if variant == "import":
         from convdoctor.tune.gpu.cudnn_plan import get_handle
         get_handle(0)
-    from bench_optimize import CONFIGS as C, build  # noqa: N811
+    from bench_optimize import CONFIGS as C  # noqa: N811
+    from bench_optimize import build
+
     from convdoctor.runtime.timing import make_step
     from convdoctor.tune.gpu.nvml import NvmlClock
 
