@@ -122,3 +122,26 @@ def test_failure_summary_counts_reasons() -> None:
                       "allocate 128 MiB")
     assert out[1] == "1 x disqualified: wrong output"
     assert len(out) == 2
+
+
+def test_candidate_digest_keeps_fastest_and_unexplained() -> None:
+    from convdoctor.problem import ConvProblem
+    from convdoctor.tune.backend import Candidate
+    from convdoctor.tune.cmd_bench import candidate_digest
+    from convdoctor.tune.result import CandidateStats, TuneResult
+
+    def st(key: str, status: str, med: float | None = None, reason: str = "") -> CandidateStats:
+        s = CandidateStats(candidate=Candidate(key, "cuda"))
+        s.status, s.reason = status, reason
+        if med is not None:
+            s.samples = [med]
+        return s
+
+    r = TuneResult(problem=ConvProblem.parse("fprop n=1 c=1 h=4 w=4 k=1 r=1 s=1"), env={},
+                   backend="cuda", winner=None,
+                   candidates=[st("slow", "ok", 3e-6), st("fast", "ok", 1e-6),
+                               st("gone", "screened-out", None, "screen: 2x"),
+                               st("torch:gemm", "unsupported", None, "torch:gemm failed:\n OOM")])
+    d = candidate_digest(r, fastest=1)
+    assert d == [["fast", "ok", 1.0, ""], ["torch:gemm", "unsupported", None,
+                                             "torch:gemm failed: OOM"]]

@@ -159,7 +159,8 @@ def _tune_arm(problems: list[ConvProblem], spec: str, budget: float, timeout: fl
             out[p.key()] = {"winner": r.winner.key if r.winner else None,
                             "tuned_s": r.winner_time_s, "tuning_s": r.tuning_s,
                             "degraded": r.degraded, "measured": measured,
-                            "notes": list(r.notes), "failures": failure_summary(r)}
+                            "notes": list(r.notes), "failures": failure_summary(r),
+                            "candidates": candidate_digest(r)}
             bar.update(1, "tune " + p.short())
         out["_process_s"] = time.monotonic() - t_start
     return out
@@ -175,6 +176,19 @@ def failure_summary(result: Any, limit: int = 5) -> list[str]:
             counts[why] = counts.get(why, 0) + 1
     top = sorted(counts.items(), key=lambda kv: -kv[1])[:limit]
     return [f"{n} x {why}" for why, n in top]
+
+
+def candidate_digest(result: Any, fastest: int = 8) -> list[list[Any]]:
+    """[key, status, median us, reason] for the `fastest` measured candidates and for every
+    candidate that was neither measured nor screened out (failed, disqualified, unsupported):
+    enough to see afterwards why a candidate did not win, without every sample."""
+    def row(s: Any) -> list[Any]:
+        med = round(s.median_s * 1e6, 2) if s.median_s else None
+        return [s.candidate.key, s.status, med, " ".join((s.reason or "").split())[:120]]
+    ok = sorted((s for s in result.candidates if s.status == "ok" and s.median_s),
+                key=lambda s: s.median_s)[:fastest]
+    other = [s for s in result.candidates if s.status not in ("ok", "screened-out")]
+    return [row(s) for s in ok + other]
 
 
 def _referee_arm(problems: list[ConvProblem], keys_for: dict[str, list[str]], spec: str,
@@ -326,6 +340,7 @@ def _bench(args: argparse.Namespace) -> int:
             "benchmark_cost_s": [r[k]["benchmark_cost_s"] for r in torch_runs],
             "degraded": any(r[k]["degraded"] for r in tune_runs),
             "tune_notes": [r[k].get("notes", []) + r[k].get("failures", []) for r in tune_runs],
+            "tune_candidates": [r[k].get("candidates", []) for r in tune_runs],
         })
 
     summary = summarize(rows)
