@@ -748,6 +748,7 @@ def graphs_verdict(graphed_ms: float, eager_ms: float, eager_host_ms: float, mar
                       "the eager step's varies with the host")
     return False, ""
 
+
 def _decide_graphs(model: torch.nn.Module, inputs: Any, train: bool, choice: bool | str,
                    use_cl: bool, report: OptimizeReport, dev: str, steps: int,
                    margin: float) -> None:
