@@ -195,7 +195,9 @@ class _Runner:
         if self._timer is None:
             self._timer = LaunchTimer(self.run, device=self.device)
         out = self._timer.time(int(reps))
-        self.timing_mode = f"{self._timer.info.mode} x{self._timer.info.batch}"
+        info = self._timer.info
+        self.timing_mode = (f"{info.mode} x{info.batch} spin {info.cover_s * 1e6:.0f}us "
+                            f"retakes {info.retakes} uncovered {info.uncovered}")
         return out
 
     def _poisoned_run(self) -> Any:

@@ -12,7 +12,16 @@
   more); for batches the launches are captured once into a CUDA graph and replayed, which removes
   the gaps between launches. Capture failures fall back to plain launches (`TimingInfo.mode`/note);
 - only the first launch of a batch starts from a cold L2; batches are used only for kernels under
-  50 us, whose working set mostly stays in L2 anyway (documented in docs/tune-gpu.md).
+  50 us, whose working set mostly stays in L2 anyway (documented in docs/tune-gpu.md);
+- every sample checks that the spin really covered it: the host time from the start event's
+  enqueue to the end event's must stay under the spin's length. When the host was slower than at
+  preparation (a cold call after switching candidates, a descheduled thread, a garbage
+  collection), the GPU ran dry and the interval includes host time: the sample is retaken with a
+  longer spin (`TimingInfo.retakes`). Measured on an H100 (session 5): before this, one-shot
+  screen samples of `torch:gemm` on a strided 1x1 layer (steady 77 us) read 140-230 us and the
+  screen dropped the fastest candidate in 4 of 6 tuning runs; with it, the screen kept it every time
+  (6 of 6 runs chose it), and 215 of 241 finalists of a 25-problem suite shard needed at least one
+  retake (none stayed uncovered).
 """
 
 from __future__ import annotations
@@ -102,6 +111,16 @@ class TimingInfo:
     note: str = ""
     estimate_s: float = math.nan  # GPU time of one launch (spin-covered, no flush)
     cover_s: float = 0.0          # spin before each sample
+    retakes: int = 0              # samples retaken because the host outran the spin
+    uncovered: int = 0            # samples kept although still not covered (after the retries)
+
+
+def longer_cover(host_s: float, cover_s: float) -> float | None:
+    """None when a spin of `cover_s` covered `host_s` of enqueueing; else the longer spin to retry
+    with (at most 50 ms, so a pathological host stall cannot stall the timer for long)."""
+    if host_s < cover_s:
+        return None
+    return min(0.05, max(cover_for(host_s), 2.0 * cover_s))
 
 
 def choose_batch(estimate_s: float, *, target_s: float = 200e-6, max_batch: int = 64,
@@ -215,32 +234,50 @@ class LaunchTimer:
         self.info.cover_s = cover_for(min(self._host_time(one_rep)[0] for _ in range(2)))
         self._prepared = True
 
-    def time(self, reps: int) -> list[float]:
-        """`reps` samples, seconds per launch; L2 flushed and the host covered before each."""
+    max_retakes = 3
+
+    def _one(self, batch: int) -> tuple[float, float]:
+        """(event seconds of one rep, host seconds spent enqueueing it after the spin)."""
         import torch
 
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        if self.flusher is not None:
+            self.flusher.flush()
+        spin(self.device, self.info.cover_s)
+        t0 = time.perf_counter()
+        start.record()
+        if self._graph is not None:
+            self._graph.replay()
+        else:
+            for _ in range(batch):
+                self.fn()
+        end.record()
+        host = time.perf_counter() - t0
+        # wait for this sample before queueing the next, so each spin covers one sample's
+        # enqueueing only (the GPU would otherwise run ahead into host gaps)
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3, host
+
+    def time(self, reps: int) -> list[float]:
+        """`reps` samples, seconds per launch; L2 flushed and the host covered before each."""
         if not self._prepared:
             self._prepare()
         batch = int(self._batch or 1)
-        pairs = []
+        out = []
         for _ in range(reps):
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            if self.flusher is not None:
-                self.flusher.flush()
-            spin(self.device, self.info.cover_s)
-            start.record()
-            if self._graph is not None:
-                self._graph.replay()
-            else:
-                for _ in range(batch):
-                    self.fn()
-            end.record()
-            # wait for this sample before queueing the next, so each spin covers one sample's
-            # enqueueing only (the GPU would otherwise run ahead into host gaps)
-            end.synchronize()
-            pairs.append((start, end))
-        return [s.elapsed_time(e) / 1e3 / batch for s, e in pairs]
+            for attempt in range(self.max_retakes + 1):
+                gpu_s, host_s = self._one(batch)
+                longer = longer_cover(host_s, self.info.cover_s) if spin_rate(self.device) else None
+                if longer is None:
+                    break
+                self.info.cover_s = longer
+                if attempt == self.max_retakes:
+                    self.info.uncovered += 1
+                else:
+                    self.info.retakes += 1
+            out.append(gpu_s / batch)
+        return out
 
     def close(self) -> None:
         self._graph = None
