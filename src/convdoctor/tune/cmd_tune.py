@@ -36,6 +36,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "a valid result")
     p.add_argument("--limit", type=int, default=None, help="tune only the first N problems")
     p.add_argument("--detail", action="store_true", help="print every candidate's statistics")
+    p.add_argument("--trace", default=None, metavar="FILE",
+                   help="append the tuner's decisions (screen rounds and verdicts, sampling "
+                        "rounds, the selection with its ratios and ties) to FILE as JSON lines "
+                        "(env CONVDOCTOR_TUNE_TRACE does the same for every tuning run)")
     p.add_argument("--no-isolate", action="store_true",
                    help="run candidates in this process (debugging; a crash kills the run)")
 
@@ -118,6 +122,17 @@ def run(args: argparse.Namespace) -> int:
     if args.budget is not None and args.budget <= 0:
         raise UsageError("--budget must be > 0 seconds")
 
+    config = None
+    if args.trace:
+        from .harness import HarnessConfig, file_trace
+
+        try:
+            with open(args.trace, "a", encoding="utf-8"):
+                pass
+        except OSError as exc:
+            raise UsageError(f"--trace {args.trace!r}: cannot write there ({exc.strerror})"
+                             ) from None
+        config = HarnessConfig(trace=file_trace(args.trace))
     db = open_db(args)
     be = make_backend(args.backend, isolate=not args.no_isolate, timeout_s=args.timeout)
     notes: list[str] = []
@@ -134,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
                         diff = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in lk.differences.items())
                         notes.append(f"{p.short()}: stored result is stale ({diff}); tuned again")
                 r = tune_problem(p, backend=be, db=db, budget_s=budget, progress=bar,
-                                 reuse=not args.force)
+                                 reuse=not args.force, config=config)
                 results.append(r)
                 bar.update(1, p.short())
         peaks_fn = getattr(be, "peaks", None)

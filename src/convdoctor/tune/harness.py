@@ -12,6 +12,7 @@ determinism, then the candidate key, so two runs agree.
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -53,6 +54,9 @@ class HarnessConfig:
     reference_only: tuple[str, ...] = ("torch:benchmark",)
     now: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
+    # Receives one dict per decision step (screen rounds and verdicts, sampling rounds, the
+    # selection with its ratios and ties), for diagnosing a choice: `convdoctor tune --trace FILE`.
+    trace: Callable[[dict[str, Any]], None] | None = None
 
 
 Note = Callable[[str], None]
@@ -97,6 +101,17 @@ class Harness:
         self.degraded = False
         self._rounds: list[dict[int, float]] = []
 
+    def _trace(self, event: dict[str, Any]) -> None:
+        if self.cfg.trace is not None:
+            try:
+                self.cfg.trace(event)
+            except Exception:  # noqa: BLE001 - a diagnostic sink must never cost the tuning run
+                pass
+
+    def _us(self, row: dict[int, float], lives: Sequence[_Live]) -> dict[str, float]:
+        by_id = {id(lv): lv.stats.candidate.key for lv in lives}
+        return {by_id[i]: round(v * 1e6, 2) for i, v in row.items() if i in by_id}
+
     # ------------------------------------------------------------------ measuring one batch
     def _timed(self, live: _Live, reps: int) -> list[float] | None:
         """`reps` samples taken under a normal clock, or None (discarded: slowdown, or failure)."""
@@ -138,6 +153,7 @@ class Harness:
     def _fail(self, live: _Live, reason: str) -> None:
         live.stats.status = "failed"
         live.stats.reason = reason
+        self._trace({"phase": "failed", "key": live.stats.candidate.key, "reason": reason})
         live.active = False
         self._close(live)
 
@@ -235,6 +251,7 @@ class Harness:
                 if self.degraded:
                     break
             rounds.append(row)
+            self._trace({"phase": "screen", "round": rnd, "us": self._us(row, cands)})
             if self.degraded:
                 break
         ok = [lv for lv in cands if lv.active and lv.stats.screen_samples]
@@ -261,6 +278,9 @@ class Harness:
                          and n_contenders < self.cfg.max_finalists)
             if contender:
                 n_contenders += 1
+            self._trace({"phase": "screen-verdict", "key": lv.stats.candidate.key,
+                         "score": round(score, 4), "best_round": round(best_ratio, 4),
+                         "kept": bool(keep or contender), "baseline": keep})
             if keep or contender:
                 finalists.append(lv)
             else:
@@ -291,6 +311,7 @@ class Harness:
                 if self.degraded:
                     break
             self._rounds.append(row)
+            self._trace({"phase": "sample", "round": rnd, "us": self._us(row, finalists)})
             rnd += 1
             active = [lv for lv in active if lv.active and lv.stats.n < cfg.max_samples]
             if not active:
@@ -369,6 +390,20 @@ class Harness:
                 ties.append(lv)
         ties.sort(key=lambda lv: (lv.stats.candidate.workspace_bytes,
                                   not lv.stats.candidate.deterministic, lv.stats.candidate.key))
+        if self.cfg.trace is not None:
+            ratios = {}
+            for lv in measured:
+                r = scores.get(id(lv), [])
+                ratios[lv.stats.candidate.key] = {
+                    "median": round(statistics.median(r), 4) if r else None, "rounds": len(r),
+                    "halfwidth": round(_rel_halfwidth(r), 4) if len(r) >= 3 else None,
+                    "median_us": round((lv.stats.median_s or 0.0) * 1e6, 2), "n": lv.stats.n,
+                    "timing": str(getattr(lv.runner, "timing_mode", "") or "")}
+            self._trace({"phase": "select", "leader": leader.stats.candidate.key,
+                         "ratios_to_leader": ratios,
+                         "ties": [lv.stats.candidate.key for lv in ties],
+                         "winner": ties[0].stats.candidate.key,
+                         "worker_restarts": getattr(self.backend, "restarts", None)})
         return ties[0].stats.candidate, band
 
     # ------------------------------------------------------------------ entry point
@@ -380,6 +415,7 @@ class Harness:
             return TuneResult(problem=problem, env=dict(env), backend=self.backend.name,
                               winner=None, created=time.time(), tuning_s=time.monotonic() - t0,
                               notes=[f"could not list candidates: {type(exc).__name__}: {exc}"])
+        self._trace({"phase": "problem", "key": problem.key(), "candidates": len(cands)})
         seen: set[str] = set()
         lives: list[_Live] = []
         for c in cands:
@@ -455,6 +491,21 @@ def one_sample_select(problem: ConvProblem, backend: Backend, *, limit: int = 10
 
 
 # ---------------------------------------------------------------------- the public entry point
+TRACE_ENV = "CONVDOCTOR_TUNE_TRACE"
+
+
+def file_trace(path: str) -> Callable[[dict[str, Any]], None]:
+    """A trace sink appending one JSON line per event to `path` (opened per event, so several
+    processes may share a file and a crash loses nothing written)."""
+    import json
+
+    def write(event: dict[str, Any]) -> None:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(event, default=str) + "\n")
+
+    return write
+
+
 def tune_problem(problem: ConvProblem, *, backend: str | Backend = "auto", db: Any = None,
                  budget_s: float = 20.0, progress: Any = None, isolate: bool = True,
                  config: HarnessConfig | None = None, reuse: bool = True,
@@ -470,6 +521,8 @@ def tune_problem(problem: ConvProblem, *, backend: str | Backend = "auto", db: A
 
     cfg = replace(config) if config is not None else HarnessConfig()
     cfg.budget_s = budget_s
+    if cfg.trace is None and os.environ.get(TRACE_ENV, "").strip():
+        cfg.trace = file_trace(os.environ[TRACE_ENV].strip())
     cfg.warmup_cap_s = min(cfg.warmup_cap_s, max(0.2, budget_s / 2.0))
 
     def note(text: str) -> None:

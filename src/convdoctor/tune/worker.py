@@ -125,6 +125,7 @@ class _ProxyRunner:
         self.rid: int | None = None
         self.generation = -1
         self.warm = False
+        self.timing_mode = ""
 
     def _ensure(self) -> int:
         if self.rid is None or self.generation != self.owner.generation:
@@ -142,6 +143,7 @@ class _ProxyRunner:
 
     def time(self, reps: int) -> list[float]:
         rep = self.owner.call({"op": "time", "id": self._ensure(), "reps": int(reps)})
+        self.timing_mode = str(rep.get("timing", "") or "")
         return [float(v) for v in rep["samples"]]
 
     def check(self) -> Correctness:
@@ -319,7 +321,9 @@ def serve(spec: str) -> int:
             elif op == "warmup":
                 runners[msg["id"]].warmup()
             elif op == "time":
-                reply = {"samples": runners[msg["id"]].time(int(msg["reps"]))}
+                r = runners[msg["id"]]
+                reply = {"samples": r.time(int(msg["reps"])),
+                         "timing": str(getattr(r, "timing_mode", "") or "")}
             elif op == "check":
                 c = runners[msg["id"]].check()
                 reply = {"correctness": {"ok": c.ok, "max_rel_err": _finite(c.max_rel_err),
