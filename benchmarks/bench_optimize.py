@@ -192,6 +192,16 @@ def time_rounds(steps_by_name: dict[str, Callable[[], None]], dev: str, *, warmu
                 "issue_cpu_ms": median(cpu[k])} for k in names}
 
 
+def tuning_share(left_s: float, slots_left: int) -> float:
+    """Seconds of tuning for the next config/mode: an even share of what is left, so every config
+    gets its turn (time a slot does not use rolls over to the later ones). Sessions 3 and 5 split
+    one budget first come, first served and ResNet-50 used all of it: the speech front end and
+    the 3D U-Net were never tuned."""
+    if left_s <= 0 or slots_left <= 0:
+        return 0.0
+    return left_s / slots_left
+
+
 def variant_child(variant: str, args: argparse.Namespace) -> dict[str, Any]:
     """Run one variant over every config and mode in THIS process (the parent starts one process
     per variant: PyTorch caches its cuDNN choice per shape without the benchmark flag, so heuristic
@@ -204,12 +214,15 @@ def variant_child(variant: str, args: argparse.Namespace) -> dict[str, Any]:
         torch.backends.cudnn.benchmark = variant == "eager_benchmark"
     deadline = time.monotonic() + args.time_budget
     out: dict[str, Any] = {"_affinity": available_cpus()}
+    slots_left = 2 * len(args.configs.split(","))
     for name in args.configs.split(","):
         cfg = CONFIGS[name]
         if variant == "compile" and cfg["model"] not in args.compile:
             continue
         for train in (True, False):
             mode = "train" if train else "inference"
+            share = tuning_share(deadline - time.monotonic(), slots_left)
+            slots_left -= 1
             res: dict[str, Any] = {}
             model = step = twin = twin_step = None
             try:
@@ -220,11 +233,11 @@ def variant_child(variant: str, args: argparse.Namespace) -> dict[str, Any]:
                 if variant == "compile":
                     model = torch.compile(model, mode="max-autotune")
                 elif variant == "convdoctor":
-                    left = deadline - time.monotonic()
-                    opt.optimize(model, x, train=train, db=args.db, tune_missing=left > 0,
+                    opt.optimize(model, x, train=train, db=args.db, tune_missing=share > 0,
                                  budget_s=args.budget, steps=max(4, args.steps // 2),
                                  backend="cuda" if dev == "cuda" else "cpu",
-                                 tune_time_limit_s=max(left, 0.0))
+                                 tune_time_limit_s=share)
+                    res["tuning_share_s"] = share
                     rep = opt.report_of(model)
                     res["report"] = {
                         "channels_last": rep.channels_last,
@@ -534,7 +547,8 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--budget", type=float, default=0.3, help="tuning seconds per problem")
     ap.add_argument("--time-budget", type=float, default=240.0,
-                    help="seconds of tuning (over all configs) in the convdoctor process")
+                    help="seconds of tuning in the convdoctor process, shared evenly over the "
+                         "configs and modes (unused time rolls over)")
     ap.add_argument("--compile", default="", help="comma-separated zoo models to torch.compile")
     ap.add_argument("--variant-timeout", type=float, default=420.0)
     ap.add_argument("--quick", action="store_true", help="CPU: fewer steps")

@@ -161,3 +161,12 @@ def test_pinner_pins_a_child_process() -> None:
                        capture_output=True, text=True, preexec_fn=B._pinner(cpus), check=True)
     assert p.stdout.strip() == str(cpus)
     assert B._pinner(None) is None
+
+
+def test_tuning_budget_is_shared_so_every_config_gets_a_turn() -> None:
+    # 4 configs x 2 modes, 240 s: the first slot may take an even share only
+    assert B.tuning_share(240.0, 8) == 30.0
+    # a slot that used nothing leaves its share to the later ones
+    assert B.tuning_share(240.0, 7) == pytest.approx(34.2857, rel=1e-4)
+    assert B.tuning_share(0.0, 3) == 0.0 and B.tuning_share(-5.0, 3) == 0.0
+    assert B.tuning_share(10.0, 0) == 0.0
