@@ -197,7 +197,8 @@ class _Runner:
         out = self._timer.time(int(reps))
         info = self._timer.info
         self.timing_mode = (f"{info.mode} x{info.batch} spin {info.cover_s * 1e6:.0f}us "
-                            f"retakes {info.retakes} uncovered {info.uncovered}")
+                            f"retakes {info.retakes} uncovered {info.uncovered} "
+                            f"max spin {info.max_cover_s * 1e6:.0f}us shrinks {info.shrinks}")
         return out
 
     def _poisoned_run(self) -> Any:

@@ -21,14 +21,19 @@
   screen samples of `torch:gemm` on a strided 1x1 layer (steady 77 us) read 140-230 us and the
   screen dropped the fastest candidate in 4 of 6 tuning runs; with it, the screen kept it every time
   (6 of 6 runs chose it), and 215 of 241 finalists of a 25-problem suite shard needed at least one
-  retake (none stayed uncovered).
+  retake (none stayed uncovered);
+- a spin grown by a retake shrinks back once the host is quick again: after every covered
+  sample the spin becomes what the last `shrink_window` covered samples needed (never below the
+  spin sized at preparation). Session 5: a one-off host stall (a worker restart) grew wav2vec2
+  pos_conv's spins to 6-7 ms for the rest of its tuning, for 0.5 ms kernels, so its 0.5 s budget
+  held 5 rounds instead of 14 and the pick flipped.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,6 +118,8 @@ class TimingInfo:
     cover_s: float = 0.0          # spin before each sample
     retakes: int = 0              # samples retaken because the host outran the spin
     uncovered: int = 0            # samples kept although still not covered (after the retries)
+    shrinks: int = 0              # times a grown spin shrank back after covered samples
+    max_cover_s: float = 0.0      # the longest spin a retake asked for
 
 
 def longer_cover(host_s: float, cover_s: float) -> float | None:
@@ -121,6 +128,17 @@ def longer_cover(host_s: float, cover_s: float) -> float | None:
     if host_s < cover_s:
         return None
     return min(0.05, max(cover_for(host_s), 2.0 * cover_s))
+
+
+def shrunk_cover(cover_s: float, base_s: float, recent_host_s: Sequence[float],
+                 window: int = 4) -> float:
+    """The spin to use after a covered sample: what the last `window` covered samples' host times
+    needed (`cover_for` of their maximum), never below `base_s` (the spin sized at preparation) and
+    never above the current `cover_s`. Unchanged until `window` covered samples are known."""
+    if len(recent_host_s) < window:
+        return cover_s
+    need = max(base_s, cover_for(max(recent_host_s[-window:])))
+    return min(cover_s, need)
 
 
 def choose_batch(estimate_s: float, *, target_s: float = 200e-6, max_batch: int = 64,
@@ -139,6 +157,38 @@ def cover_for(host_s: float) -> float:
     return min(0.05, 1.5 * max(0.0, host_s) + 30e-6)
 
 
+class SpinCover:
+    """The pre-sample spin's length over a timer's life: `retake(host_s)` after each sample says
+    whether it must be retaken (the host outran the spin: `longer_cover` grows it) and, after a
+    covered sample, shrinks a grown spin back (`shrunk_cover`). Pure logic, unit-tested on the CPU."""
+
+    def __init__(self, base_s: float, *, enabled: bool = True, window: int = 4) -> None:
+        self.base_s = base_s
+        self.cover_s = base_s
+        self.enabled = enabled
+        self.window = window
+        self.hosts: list[float] = []
+        self.retakes = self.uncovered = self.shrinks = 0
+        self.max_cover_s = base_s
+
+    def retake(self, host_s: float, *, last_try: bool = False) -> bool:
+        longer = longer_cover(host_s, self.cover_s) if self.enabled else None
+        if longer is None:
+            self.hosts = (self.hosts + [host_s])[-self.window:]
+            shrunk = shrunk_cover(self.cover_s, self.base_s, self.hosts, self.window)
+            if shrunk < self.cover_s:
+                self.cover_s = shrunk
+                self.shrinks += 1
+            return False
+        self.cover_s = longer
+        self.max_cover_s = max(self.max_cover_s, longer)
+        if last_try:
+            self.uncovered += 1
+            return False
+        self.retakes += 1
+        return True
+
+
 class LaunchTimer:
     """Times a callable on the current CUDA stream; reuse it for all reps of one candidate."""
 
@@ -154,6 +204,7 @@ class LaunchTimer:
         self._want_graph = graph
         self._graph: Any = None
         self._prepared = False
+        self._cover = SpinCover(0.0)
 
     def _host_time(self, run: Callable[[], Any]) -> tuple[float, float]:
         """(host seconds to enqueue `run` between two events, event seconds incl. any gaps)."""
@@ -232,9 +283,12 @@ class LaunchTimer:
         one_rep = (self._graph.replay if self._graph is not None
                    else (lambda: [self.fn() for _ in range(batch)]))
         self.info.cover_s = cover_for(min(self._host_time(one_rep)[0] for _ in range(2)))
+        self._cover = SpinCover(self.info.cover_s, enabled=bool(spin_rate(self.device)),
+                                window=self.shrink_window)
         self._prepared = True
 
     max_retakes = 3
+    shrink_window = 4
 
     def _one(self, batch: int) -> tuple[float, float]:
         """(event seconds of one rep, host seconds spent enqueueing it after the spin)."""
@@ -264,19 +318,18 @@ class LaunchTimer:
         if not self._prepared:
             self._prepare()
         batch = int(self._batch or 1)
+        cover = self._cover
         out = []
         for _ in range(reps):
             for attempt in range(self.max_retakes + 1):
+                self.info.cover_s = cover.cover_s
                 gpu_s, host_s = self._one(batch)
-                longer = longer_cover(host_s, self.info.cover_s) if spin_rate(self.device) else None
-                if longer is None:
+                if not cover.retake(host_s, last_try=attempt == self.max_retakes):
                     break
-                self.info.cover_s = longer
-                if attempt == self.max_retakes:
-                    self.info.uncovered += 1
-                else:
-                    self.info.retakes += 1
             out.append(gpu_s / batch)
+        self.info.cover_s = cover.cover_s
+        self.info.retakes, self.info.uncovered = cover.retakes, cover.uncovered
+        self.info.shrinks, self.info.max_cover_s = cover.shrinks, cover.max_cover_s
         return out
 
     def close(self) -> None:
