@@ -173,3 +173,42 @@ def test_dropout_masks_change_between_replays_gpu() -> None:
     assert g.replays >= 3
     assert not torch.equal(outs[0], outs[1]) and not torch.equal(outs[1], outs[2])
     assert 0.35 < float(outs[0].mean()) < 0.65
+
+
+def test_routes_win_under_graphs_only_beyond_the_tie() -> None:
+    from convdoctor.runtime.optimizer import GRAPHS_TIE, routed_graphs_verdict
+
+    assert routed_graphs_verdict(3.40, 3.20)                      # 6% faster replay: routes
+    assert not routed_graphs_verdict(3.40, 3.40 * (1 - GRAPHS_TIE / 2))   # within the tie
+    assert not routed_graphs_verdict(3.40, 3.50)                  # slower
+
+
+@pytest.mark.gpu
+def test_routes_that_lose_in_eager_are_timed_under_graphs_gpu(tmp_path) -> None:
+    # margin=0.9: routing can never win the eager comparison (it would need to be 10x faster), so
+    # the routes must be timed again under graphs; whichever wins, training stays the same function.
+    torch.manual_seed(0)
+    ref = Net().cuda()
+    m = copy.deepcopy(ref)
+    xs = [torch.randn(4, 3, 16, 16, device="cuda") for _ in range(6)]
+    ys = [torch.randint(0, 5, (4,), device="cuda") for _ in range(6)]
+    convdoctor.optimize(m, xs[0], train=True, db=tmp_path / "db.sqlite", tune_missing=True,
+                        budget_s=0.2, graphs=True, channels_last=False, steps=6, margin=0.9)
+    rep = report_of(m)
+    assert rep is not None and rep.tuned > 0 and rep.graphs
+    assert "graphed_routed" in rep.graphs_ms, rep.graphs_reason
+    assert "graphed with the routes" in rep.graphs_reason
+    from convdoctor.runtime import site as S
+
+    sites = [S.site_of(mod) for mod in m.modules() if S.site_of(mod) is not None]
+    if rep.routing:
+        assert "under CUDA graphs" in rep.routing_reason and all(s.enabled for s in sites)
+    else:
+        assert not sites          # routes uninstalled: exactly PyTorch's path between replays
+    g = G.installed(m)
+    assert g is not None
+    before = g.replays
+    want = _losses(ref, xs, ys)
+    got = _losses(m, xs, ys)
+    assert g.replays - before == 6
+    torch.testing.assert_close(torch.tensor(got), torch.tensor(want), rtol=5e-3, atol=1e-3)

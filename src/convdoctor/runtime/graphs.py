@@ -205,6 +205,11 @@ def install(model: torch.nn.Module, args: tuple[torch.Tensor, ...], train: bool
     return g
 
 
+def attach(model: torch.nn.Module, g: GraphedForward) -> None:
+    """Make an already captured `g` (detached by `uninstall`) the model's forward again."""
+    model.forward = g  # type: ignore[method-assign]
+
+
 def uninstall(model: torch.nn.Module) -> bool:
     g = model.__dict__.get("forward")
     if not isinstance(g, GraphedForward):

@@ -264,12 +264,18 @@ def optimize(model: Any, example_inputs: Any = None, train: bool = True, db: Any
             for s in sites.values():
                 s.on_new_shape = hook
 
-        # 5. verify end to end
+        # 5. verify end to end (routes that lose in eager stay installed, disabled, until the
+        # graphs decision has timed them under graphs too: there the host cost of a route is gone)
+        may_graph = graphs is not False and dev == "cuda"
         if verify and sites:
-            _verify(model, inputs, train, sites, report, dev, steps, margin)
+            _verify(model, inputs, train, sites, report, dev, steps, margin, keep_sites=may_graph)
 
-        # 6. whole-model CUDA graphs
-        _decide_graphs(model, inputs, train, graphs, use_cl, report, dev, steps, margin)
+        # 6. whole-model CUDA graphs (with and without the routes when routing lost in eager)
+        _decide_graphs(model, inputs, train, graphs, use_cl, report, dev, steps, margin,
+                       sites=sites if verify else None)
+        if verify and sites and not report.routing:
+            for m in model.modules():  # no wrapper left: exactly PyTorch's path
+                _site.uninstall(m)
     except BaseException:
         restore(model)
         raise
@@ -678,7 +684,8 @@ class _FirstSight:
 
 # ---------------------------------------------------------------------- 5. verify
 def _verify(model: torch.nn.Module, inputs: Any, train: bool, sites: dict[str, _site.Site],
-            report: OptimizeReport, dev: str, steps: int, margin: float) -> None:
+            report: OptimizeReport, dev: str, steps: int, margin: float,
+            keep_sites: bool = False) -> None:
     def set_enabled(on: bool) -> None:
         for s in sites.values():
             s.enabled = on
@@ -713,7 +720,7 @@ def _verify(model: torch.nn.Module, inputs: Any, train: bool, sites: dict[str, _
     # routes must win by the margin: a tie (seen: 3.818 vs 3.821 ms) is noise, not a reason
     keep = ms["routed"] < ms["unrouted"] * (1.0 - margin)
     set_enabled(keep)
-    if not keep:  # no wrapper left at all: exactly PyTorch's path, zero per-call cost
+    if not keep and not keep_sites:  # no wrapper left at all: exactly PyTorch's path
         for m in model.modules():
             _site.uninstall(m)
     report.routing = keep
@@ -749,9 +756,21 @@ def graphs_verdict(graphed_ms: float, eager_ms: float, eager_host_ms: float, mar
     return False, ""
 
 
+def routed_graphs_verdict(graphed_ms: float, graphed_routed_ms: float) -> bool:
+    """Under CUDA graphs, take the routes when the routed replay is faster than the unrouted one by
+    more than GRAPHS_TIE: a replay's time is the GPU's, so the margin that guards eager
+    comparisons against host noise is not needed, and the routes' host cost is gone."""
+    return graphed_routed_ms < graphed_ms * (1.0 - GRAPHS_TIE)
+
+
+def _has_tuned_routes(report: OptimizeReport) -> bool:
+    return any(d.source in ("db", "tuned") and d.key != "torch:default"
+               for lay in report.layers for d in lay.directions)
+
+
 def _decide_graphs(model: torch.nn.Module, inputs: Any, train: bool, choice: bool | str,
                    use_cl: bool, report: OptimizeReport, dev: str, steps: int,
-                   margin: float) -> None:
+                   margin: float, sites: dict[str, _site.Site] | None = None) -> None:
     if choice is False:
         report.graphs_reason = "not asked for"
         return
@@ -772,20 +791,50 @@ def _decide_graphs(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
         report.graphs_reason = f"not capturable ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
         report.notes.append(f"CUDA graphs: {report.graphs_reason}")
         return
+    # Routing lost in eager (its host cost, on a host-bound step) but there are tuned routes:
+    # capture a second graph with the routes on, and time it too.
+    g_routed: _graphs.GraphedForward | None = None
+    if sites and not report.routing and report.verify_ms and _has_tuned_routes(report):
+        _graphs.uninstall(model)
+        for s in sites.values():
+            s.enabled = True
+        try:
+            g_routed = _graphs.install(model, args, train)
+            _graphs.uninstall(model)
+        except Exception as exc:  # noqa: BLE001 - the unrouted graph is still there
+            _graphs.uninstall(model)
+            report.notes.append(f"CUDA graphs with the routes: not capturable "
+                                f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]})")
+        finally:
+            for s in sites.values():
+                s.enabled = False
+        _graphs.attach(model, g)
     step = make_step(model, inputs, train)
 
+    def use(gx: _graphs.GraphedForward, on: bool) -> None:
+        _graphs.attach(model, gx)
+        gx.enabled = on
+
     def graphed() -> None:
-        g.enabled = True
+        use(g, True)
         step()
 
     def eager() -> None:
-        g.enabled = False
+        use(g, False)
         step()
 
+    variants: dict[str, Any] = {"graphed": graphed, "eager": eager}
+    if g_routed is not None:
+        gr = g_routed
+
+        def graphed_routed() -> None:
+            use(gr, True)
+            step()
+
+        variants["graphed_routed"] = graphed_routed
     host: dict[str, list[float]] = {}
     try:
-        samples = time_interleaved({"graphed": graphed, "eager": eager}, dev, warmup=2,
-                                   steps=steps, host=host)
+        samples = time_interleaved(variants, dev, warmup=2, steps=steps, host=host)
         ok = g.replays > 0
     except Exception as exc:  # noqa: BLE001
         samples, ok = {}, False
@@ -794,23 +843,37 @@ def _decide_graphs(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
         with torch.no_grad():
             for b, v in buffers:
                 b.copy_(v)
-        for p, gr in grads:
-            p.grad = gr
+        for p, gr_ in grads:
+            p.grad = gr_
+        _graphs.attach(model, g)
     if not ok:
         _graphs.uninstall(model)
         report.graphs_reason = report.graphs_reason or "graphs did not replay; eager kept"
         return
     ms = {k: median(v) for k, v in samples.items()}
     eager_host = median(host.get("eager", []))
-    keep, why = graphs_verdict(ms["graphed"], ms["eager"], eager_host, margin, forced=choice is True)
+    routed = (g_routed is not None and g_routed.replays > 0
+              and routed_graphs_verdict(ms["graphed"], ms["graphed_routed"]))
+    best = ms["graphed_routed"] if routed else ms["graphed"]
+    keep, why = graphs_verdict(best, ms["eager"], eager_host, margin, forced=choice is True)
     report.graphs = keep
-    report.graphs_ms = dict(ms, chosen=ms["graphed"] if keep else ms["eager"],
-                            eager_host_cpu=eager_host)
+    report.graphs_ms = dict(ms, chosen=best if keep else ms["eager"], eager_host_cpu=eager_host)
     report.graphs_reason = (f"measured end to end: eager {ms['eager']:.3f} ms "
                             f"({eager_host:.3f} ms of host CPU to issue it), graphed "
-                            f"{ms['graphed']:.3f} ms -> {'graphed' if keep else 'eager'}"
+                            f"{ms['graphed']:.3f} ms"
+                            + (f", graphed with the routes {ms['graphed_routed']:.3f} ms"
+                               if "graphed_routed" in ms else "")
+                            + f" -> {('graphed with the routes' if routed else 'graphed') if keep else 'eager'}"
                             + (f" ({why})" if why else ""))
-    if keep:
+    if keep and routed and g_routed is not None and sites:
+        _graphs.attach(model, g_routed)
+        g_routed.enabled = True
+        for s in sites.values():
+            s.enabled = True  # eager fallbacks (other shapes, contexts) route too
+        report.routing = True
+        report.routing_reason += (f"; under CUDA graphs routed {ms['graphed_routed']:.3f} ms vs "
+                                  f"PyTorch's path {ms['graphed']:.3f} ms -> routed")
+    elif keep:
         g.enabled = True
     else:
         _graphs.uninstall(model)
