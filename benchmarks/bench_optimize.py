@@ -246,7 +246,8 @@ def variant_child(variant: str, args: argparse.Namespace) -> dict[str, Any]:
                         "routing": rep.routing, "routing_reason": rep.routing_reason,
                         "problems": rep.problems, "from_db": rep.from_db, "tuned": rep.tuned,
                         "untuned": rep.untuned, "tuning_s": rep.tuning_s, "notes": rep.notes[:20],
-                        "choices": _choice_counts(rep)}
+                        "choices": _choice_counts(rep),
+                        "graph_choices": _choice_counts(rep, graph=True)}
                 step = make_step(model, x, train, with_optimizer=train)
                 step()
                 sync(dev)
@@ -371,11 +372,14 @@ def summarize(slot: dict[str, Any]) -> None:
         slot["speedup_vs_best_eager_fair"] = min(best) / cd_ms
 
 
-def _choice_counts(rep: Any) -> dict[str, int]:
+def _choice_counts(rep: Any, graph: bool = False) -> dict[str, int]:
+    """Chosen routes per kind (cuDNN plans by engine); `graph`: the routes ranked for CUDA graph
+    replay (no host cost per plan call), where they differ from the eager ones."""
     counts: dict[str, int] = {}
     for lay in rep.layers:
         for d in lay.directions:
-            k = d.key.split("_")[0] if d.key.startswith("cudnn:") else d.key
+            key = (getattr(d, "graph_key", "") or d.key) if graph else d.key
+            k = key.split("_")[0] if key.startswith("cudnn:") else key
             counts[k] = counts.get(k, 0) + 1
     return counts
 
@@ -707,7 +711,10 @@ def table(results: dict[str, Any]) -> str:
                 lines.append(f"{'':<28}layout {'channels_last' if rep['channels_last'] else 'as given'}"
                              f", routing {'on' if rep['routing'] else 'off'}, problems "
                              f"{rep['problems']} (db {rep['from_db']}, tuned {rep['tuned']} in "
-                             f"{rep['tuning_s']:.0f}s), choices {rep['choices']}")
+                             f"{rep['tuning_s']:.0f}s), choices {rep['choices']}"
+                             + (f", graph routes {rep['graph_choices']}"
+                                if rep.get("graph_choices", rep["choices"]) != rep["choices"]
+                                else ""))
                 if rep.get("graphs_reason"):
                     lines.append(f"{'':<28}CUDA graphs {'on' if rep.get('graphs') else 'off'}: "
                                  f"{rep['graphs_reason']}")

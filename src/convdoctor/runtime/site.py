@@ -144,6 +144,10 @@ class Site:
                              groups=int(module.groups))
         self.default_route = Route({dd: build_chain([], device_type) for dd in DIRS})
         self.routes: dict[tuple[Any, ...], Route] = {}
+        # Routes for CUDA graph capture: ranked without the host cost of a plan call, which a
+        # replay does not pay (optimize swaps them in to capture, then keeps them alive: the
+        # graph uses their plans and workspaces). Empty when they equal `routes`.
+        self.graph_routes: dict[tuple[Any, ...], Route] = {}
         self.enabled = True
         self.recording: list[dict[str, Any]] | None = None
         self.on_new_shape: Callable[[Site, tuple[Any, ...], dict[str, Any]], Route | None] | None
