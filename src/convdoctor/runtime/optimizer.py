@@ -257,9 +257,10 @@ def optimize(model: Any, example_inputs: Any = None, train: bool = True, db: Any
         model.__dict__[_STATE] = state
         records = _record(model, inputs, train, sites)
 
-        # 3-4. problems, choices, routes
+        # 3-4. problems, choices, routes (and graph routes when graphs will be decided)
+        may_graph = graphs is not False and dev == "cuda" and verify
         _build_routes(sites, records, train, db, tune_missing, backend, budget_s, report,
-                      progress, isolate, dev, tune_time_limit_s)
+                      progress, isolate, dev, tune_time_limit_s, graph_routes=may_graph)
         if tune_on_first_sight:
             hook = _FirstSight(db, backend, budget_s, train, isolate, dev)
             for s in sites.values():
@@ -267,13 +268,15 @@ def optimize(model: Any, example_inputs: Any = None, train: bool = True, db: Any
 
         # 5. verify end to end (routes that lose in eager stay installed, disabled, until the
         # graphs decision has timed them under graphs too: there the host cost of a route is gone)
-        may_graph = graphs is not False and dev == "cuda"
         if verify and sites:
             _verify(model, inputs, train, sites, report, dev, steps, margin, keep_sites=may_graph)
 
         # 6. whole-model CUDA graphs (with and without the routes when routing lost in eager)
-        _decide_graphs(model, inputs, train, graphs, use_cl, report, dev, steps, margin,
-                       sites=sites if verify else None)
+        used = _decide_graphs(model, inputs, train, graphs, use_cl, report, dev, steps, margin,
+                              sites=sites if verify else None)
+        if not used:
+            for s in sites.values():
+                s.graph_routes = {}  # not used: release their plans and workspaces
         if verify and sites and not report.routing:
             for m in model.modules():  # no wrapper left: exactly PyTorch's path
                 _site.uninstall(m)
@@ -544,7 +547,7 @@ def _open_db(db: Any) -> Any:
 def _build_routes(sites: dict[str, _site.Site], records: dict[str, list[dict[str, Any]]],
                   train: bool, db: Any, tune_missing: bool, backend: str, budget_s: float,
                   report: OptimizeReport, progress: Any, isolate: bool, dev: str,
-                  time_limit_s: float | None = None) -> None:
+                  time_limit_s: float | None = None, graph_routes: bool = False) -> None:
     # Unique signatures per site, then unique problems overall.
     per_site: dict[str, dict[Any, tuple[dict[str, Any], dict[str, Any]]]] = {}
     unique: dict[str, Any] = {}
@@ -615,7 +618,7 @@ def _build_routes(sites: dict[str, _site.Site], records: dict[str, list[dict[str
     report.tuning_s = time.monotonic() - t0
     report.untuned = len(unique) - len(results)
 
-    exec_cache: dict[str, list[Any]] = {}
+    exec_cache: dict[Any, list[Any]] = {}
     for name, sigs in per_site.items():
         s = sites[name]
         for key, (rec, probs) in sigs.items():
@@ -636,7 +639,7 @@ def _build_routes(sites: dict[str, _site.Site], records: dict[str, list[dict[str
                             exec_cache[p.key()] = _executors(
                                 _ranked_keys(res, s.transposed), p, dev, report.notes)
                         tuned_execs = exec_cache[p.key()]
-                        if dev == "cuda":
+                        if graph_routes:
                             gk = ("graph", p.key())
                             if gk not in exec_cache:
                                 keys_g = _ranked_keys(res, s.transposed, plan_penalty_s=0.0)
@@ -807,17 +810,18 @@ def _graph_route_differs(report: OptimizeReport) -> bool:
 
 def _decide_graphs(model: torch.nn.Module, inputs: Any, train: bool, choice: bool | str,
                    use_cl: bool, report: OptimizeReport, dev: str, steps: int,
-                   margin: float, sites: dict[str, _site.Site] | None = None) -> None:
+                   margin: float, sites: dict[str, _site.Site] | None = None) -> bool:
+    """Decide (and install) whole-model CUDA graphs; True when the graph routes were kept."""
     if choice is False:
         report.graphs_reason = "not asked for"
-        return
+        return False
     if dev != "cuda":
         report.graphs_reason = "CUDA graphs need a CUDA device"
-        return
+        return False
     args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     if not all(isinstance(a, torch.Tensor) for a in args):
         report.graphs_reason = "graphs need positional tensor inputs"
-        return
+        return False
     if use_cl:  # what forward receives after the channels_last pre-hook
         args = tuple(_to_cl(a) for a in args)
     buffers = [(b, b.detach().clone()) for b in model.buffers()]
@@ -827,7 +831,7 @@ def _decide_graphs(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
     except Exception as exc:  # noqa: BLE001 - not capturable: stay eager
         report.graphs_reason = f"not capturable ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
         report.notes.append(f"CUDA graphs: {report.graphs_reason}")
-        return
+        return False
     # Routes ranked for graphs (no host cost per plan call) that differ from what the plain
     # capture runs: capture a second graph with them, and time it too.
     g_routed: _graphs.GraphedForward | None = None
@@ -888,7 +892,7 @@ def _decide_graphs(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
     if not ok:
         _graphs.uninstall(model)
         report.graphs_reason = report.graphs_reason or "graphs did not replay; eager kept"
-        return
+        return False
     ms = {k: median(v) for k, v in samples.items()}
     eager_host = median(host.get("eager", []))
     routed = (g_routed is not None and g_routed.replays > 0
@@ -918,3 +922,4 @@ def _decide_graphs(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
         g.enabled = True
     else:
         _graphs.uninstall(model)
+    return bool(keep and routed)
