@@ -183,3 +183,98 @@ class CrashBackend:
 
 def make_crash_backend() -> CrashBackend:
     return CrashBackend()
+
+
+# ---------------------------------------------------------------------- buffer placements
+class SlotRunner(SimRunner):
+    """A runner that keeps several buffer placements (`slotted`): a run on placement i takes the
+    candidate's true time times `factors[i % len(factors)]` (the same factor for every candidate:
+    the addresses, not the engine, make it slower). Records the (slot, reps) of every call."""
+
+    slotted = True
+
+    def __init__(self, world: SimWorld, sc: SimCandidate, cand: Candidate,
+                 factors: list[float], calls: list[tuple[str, int | None]]) -> None:
+        super().__init__(world, sc, cand)
+        self.factors = factors
+        self.calls = calls
+
+    def time(self, reps: int, slot: int | None = None) -> list[float]:  # type: ignore[override]
+        self.calls.append((self.candidate.key, slot))
+        f = self.factors[(slot or 0) % len(self.factors)]
+        out = []
+        for _ in range(reps):
+            v = self.world.run(self.sc) * f
+            self.world.t += v * (f - 1.0) / f if f > 1.0 else 0.0
+            out.append(v)
+        return out
+
+
+class PlacementBackend(SimBackend):
+    """Each candidate on placements. `slotted=False`: like a tuner that gives every candidate its
+    own buffers: each gets ONE placement factor (drawn per candidate from `factors`)."""
+
+    def __init__(self, world: SimWorld, factors: list[float], *, slotted: bool,
+                 seed: int = 0) -> None:
+        super().__init__(world)
+        self.factors = factors
+        self.slotted = slotted
+        self.calls: list[tuple[str, int | None]] = []
+        self._rng = random.Random(seed)
+
+    def prepare(self, problem: ConvProblem, candidate: Candidate) -> SimRunner:
+        sc = self.by_key[candidate.key]
+        if self.slotted:
+            return SlotRunner(self.world, sc, candidate, self.factors, self.calls)
+        own = self._rng.choice(self.factors)
+        return _FixedPlacementRunner(self.world, sc, candidate, own)
+
+
+class _FixedPlacementRunner(SimRunner):
+    def __init__(self, world: SimWorld, sc: SimCandidate, cand: Candidate, factor: float) -> None:
+        super().__init__(world, sc, cand)
+        self.factor = factor
+
+    def time(self, reps: int) -> list[float]:
+        return [self.world.run(self.sc) * self.factor for _ in range(reps)]
+
+
+class _EchoSlotRunner:
+    """Worker test: returns the slot it was given (as milliseconds), or -1 ms for none."""
+
+    slotted = True
+
+    def __init__(self, candidate: Candidate) -> None:
+        self.candidate = candidate
+
+    def warmup(self) -> None:
+        pass
+
+    def time(self, reps: int, slot: int | None = None) -> list[float]:
+        return [1e-3 * (slot if slot is not None else -1)] * reps
+
+    def check(self) -> Correctness:
+        return Correctness(True, 0.0, 1e-4)
+
+    def close(self) -> None:
+        pass
+
+
+class EchoSlotBackend:
+    name = "echo-slot"
+
+    def environment(self) -> dict[str, str]:
+        return {"backend": "echo-slot"}
+
+    def candidates(self, problem: ConvProblem) -> list[Candidate]:
+        return [Candidate(key="fake:echo", backend="echo-slot")]
+
+    def prepare(self, problem: ConvProblem, candidate: Candidate) -> _EchoSlotRunner:
+        return _EchoSlotRunner(candidate)
+
+    def clock(self) -> ClockReading | None:
+        return None
+
+
+def make_echo_slot_backend() -> EchoSlotBackend:
+    return EchoSlotBackend()

@@ -205,3 +205,50 @@ def test_tuning_problem_after_problem_keeps_no_memory(backend) -> None:
     backend.release()
     assert not cudnn_plan._PLANS
     assert torch.cuda.memory_allocated() <= base + (64 << 20)
+
+
+@pytest.mark.parametrize("text", [
+    "fprop n=8 c=64 h=14 w=14 k=64 r=1 s=1 dtype=float16 layout=nhwc",
+    "dgrad n=4 c=32 h=16 w=16 k=64 r=3 s=3 stride=2 pad=1 dtype=float32",
+    "wgrad n=4 c=16 h=12 w=12 k=32 r=3 s=3 pad=1 dtype=bfloat16 layout=nhwc",
+])
+def test_runners_of_a_problem_share_rotating_placements(backend, text: str) -> None:
+    from convdoctor.tune.gpu.placement import DEFAULT_COUNT
+
+    p = P(text)
+    cands = backend.candidates(p)
+    by = {c.key: c for c in cands}
+    plan_key = next(c.key for c in cands if c.key.startswith("cudnn:"))
+    r1 = backend.prepare(p, by[plan_key])
+    r2 = backend.prepare(p, by["torch:cudnn-off"])
+    assert r1._sets is r2._sets and r1.placements == DEFAULT_COUNT
+    ptrs = {s[r1.roles[0]].data_ptr() for s in r1._sets}
+    assert len(ptrs) == DEFAULT_COUNT                       # distinct buffers per placement
+    for r in (r1, r2):
+        r.warmup()
+        for slot in range(2 * DEFAULT_COUNT):
+            ts = r.time(2, slot=slot)
+            assert len(ts) == 2 and all(t > 0 for t in ts)
+        assert r.timing_mode.endswith(f"placement {DEFAULT_COUNT}/{DEFAULT_COUNT}")
+        assert len(r._timers) == DEFAULT_COUNT
+        c = r.check()                                   # still right after timing elsewhere
+        assert c.ok, c.detail
+    r1.close()
+    assert r2.placements == DEFAULT_COUNT                  # closing one keeps the others' buffers
+    r2.close()
+
+
+def test_twin_runs_a_candidate_in_the_heuristic_process(backend) -> None:
+    from convdoctor.tune.backend import Candidate, CandidateUnsupported
+
+    p = P("fprop n=8 c=64 h=14 w=14 k=64 r=1 s=1 dtype=float16 layout=nhwc")
+    cands = backend.candidates(p)
+    plan = next(c for c in cands if c.key.startswith("cudnn:"))
+    r = backend.prepare(p, Candidate("twin:" + plan.key, "cuda", plan.workspace_bytes))
+    assert type(r).__name__ == "_ProxyRunner" and r.candidate.key == plan.key
+    r.warmup()
+    assert r.check().ok
+    assert all(t > 0 for t in r.time(3, slot=1))
+    r.close()
+    with pytest.raises(CandidateUnsupported):
+        backend.prepare(p, Candidate("twin:torch:benchmark", "cuda"))

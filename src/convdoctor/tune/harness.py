@@ -121,15 +121,22 @@ class Harness:
         return {by_id[i]: round(v * 1e6, 2) for i, v in row.items() if i in by_id}
 
     # ------------------------------------------------------------------ measuring one batch
-    def _timed(self, live: _Live, reps: int) -> list[float] | None:
-        """`reps` samples taken under a normal clock, or None (discarded: slowdown, or failure)."""
+    def _timed(self, live: _Live, reps: int, slot: int | None = None) -> list[float] | None:
+        """`reps` samples taken under a normal clock, or None (discarded: slowdown, or failure).
+
+        `slot`: the round number; a runner that keeps several buffer placements (`slotted`)
+        times on placement `slot` modulo its count, so all candidates of one round share one
+        placement (paired rounds) and a candidate's samples cover every placement."""
         assert live.runner is not None
+        runner = live.runner
+        slotted = slot is not None and bool(getattr(runner, "slotted", False))
         while True:
             if self.degraded:
                 return None
             before = self.backend.clock()
             try:
-                samples = [float(v) for v in live.runner.time(reps)]
+                raw = runner.time(reps, slot=slot) if slotted else runner.time(reps)  # type: ignore[call-arg]
+                samples = [float(v) for v in raw]
             except Exception as exc:  # noqa: BLE001 - a candidate failing costs only itself
                 self._fail(live, f"timing failed: {type(exc).__name__}: {exc}")
                 return None
@@ -252,7 +259,7 @@ class Harness:
             for lv in self._rotated(cands, rnd):
                 if not lv.active:
                     continue
-                s = self._timed(lv, 1)
+                s = self._timed(lv, 1, slot=rnd)
                 if s is not None:
                     lv.stats.screen_samples.extend(s)
                     row[id(lv)] = s[0]
@@ -312,7 +319,7 @@ class Harness:
             for lv in self._rotated(active, rnd):
                 if not lv.active:
                     continue
-                s = self._timed(lv, self._batch_for(lv))
+                s = self._timed(lv, self._batch_for(lv), slot=rnd)
                 if s is not None:
                     lv.stats.samples.extend(s)
                     row[id(lv)] = statistics.median(s)

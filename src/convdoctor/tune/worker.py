@@ -126,6 +126,8 @@ class _ProxyRunner:
         self.generation = -1
         self.warm = False
         self.timing_mode = ""
+        # buffer placements are the worker-side runner's business: pass the round through
+        self.slotted = True
 
     def _ensure(self) -> int:
         if self.rid is None or self.generation != self.owner.generation:
@@ -141,8 +143,11 @@ class _ProxyRunner:
         self.owner.call({"op": "warmup", "id": self._ensure()})
         self.warm = True
 
-    def time(self, reps: int) -> list[float]:
-        rep = self.owner.call({"op": "time", "id": self._ensure(), "reps": int(reps)})
+    def time(self, reps: int, slot: int | None = None) -> list[float]:
+        msg: dict[str, Any] = {"op": "time", "id": self._ensure(), "reps": int(reps)}
+        if slot is not None:
+            msg["slot"] = int(slot)
+        rep = self.owner.call(msg)
         self.timing_mode = str(rep.get("timing", "") or "")
         return [float(v) for v in rep["samples"]]
 
@@ -322,7 +327,11 @@ def serve(spec: str) -> int:
                 runners[msg["id"]].warmup()
             elif op == "time":
                 r = runners[msg["id"]]
-                reply = {"samples": r.time(int(msg["reps"])),
+                slot = msg.get("slot")
+                samples = (r.time(int(msg["reps"]), slot=int(slot))
+                           if slot is not None and getattr(r, "slotted", False)
+                           else r.time(int(msg["reps"])))
+                reply = {"samples": samples,
                          "timing": str(getattr(r, "timing_mode", "") or "")}
             elif op == "check":
                 c = runners[msg["id"]].check()

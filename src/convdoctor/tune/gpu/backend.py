@@ -153,12 +153,14 @@ def _fill_random(t: Any, gen: Any) -> None:
 
 
 class _Runner:
-    """Shared parts: inputs by role, L2-flushed event timing, the NaN-poisoned check."""
+    """Shared parts: inputs by role on the problem's shared buffer placements (`placement.py`),
+    L2-flushed event timing (one timer per placement), the NaN-poisoned check."""
+
+    # the harness passes its round number as `slot` (see `Harness._timed`)
+    slotted = True
 
     def __init__(self, backend: CudaBackend, problem: ConvProblem, candidate: Candidate) -> None:
         import torch
-
-        from .cudnn_plan import empty_for
 
         self.candidate = candidate
         self.problem = problem
@@ -166,18 +168,44 @@ class _Runner:
         dev = f"cuda:{self.device}"
         (ra, rb), rout = policy.io_roles(problem.direction)
         self.roles = (ra, rb, rout)
-        self.a = empty_for(problem, ra, dev)
-        self.b = empty_for(problem, rb, dev)
-        self.out = empty_for(problem, rout, dev)
-        self.x_like = empty_for(problem, "x", dev) if problem.direction == "dgrad" else None
-        self.w_like = empty_for(problem, "w", dev) if problem.direction == "wgrad" else None
+        self._sets: list[dict[str, Any]] | None = backend.placements_for(problem).sets
+        self._cur = 0
         self._gen = torch.Generator(device=dev)
         self._seed = 1234
         self._gen.manual_seed(self._seed)
         _fill_random(self.a, self._gen)
         _fill_random(self.b, self._gen)
-        self._timer: Any = None
+        self._timers: dict[int, Any] = {}
         self.timing_mode = ""
+
+    @property
+    def placements(self) -> int:
+        return len(self._sets or ())
+
+    def _role(self, role: str) -> Any:
+        if self._sets is None:
+            return None
+        return self._sets[self._cur].get(role)
+
+    @property
+    def a(self) -> Any:
+        return self._role(self.roles[0])
+
+    @property
+    def b(self) -> Any:
+        return self._role(self.roles[1])
+
+    @property
+    def out(self) -> Any:
+        return self._role(self.roles[2])
+
+    @property
+    def x_like(self) -> Any:
+        return self._role("x") if self.problem.direction == "dgrad" else None
+
+    @property
+    def w_like(self) -> Any:
+        return self._role("w") if self.problem.direction == "wgrad" else None
 
     # subclasses: run once, writing/returning the output
     def run(self) -> Any:  # pragma: no cover - abstract
@@ -189,16 +217,25 @@ class _Runner:
         self.run()
         torch.cuda.synchronize(self.device)
 
-    def time(self, reps: int) -> list[float]:
+    def time(self, reps: int, slot: int | None = None) -> list[float]:
+        """`reps` samples on placement `slot` (modulo the count; None: the first)."""
         from .timing import LaunchTimer
 
-        if self._timer is None:
-            self._timer = LaunchTimer(self.run, device=self.device)
-        out = self._timer.time(int(reps))
-        info = self._timer.info
+        n = self.placements
+        self._cur = (int(slot) % n) if (slot is not None and n) else 0
+        try:
+            timer = self._timers.get(self._cur)
+            if timer is None:
+                # created (and its batch graph captured) while this placement is current
+                timer = self._timers[self._cur] = LaunchTimer(self.run, device=self.device)
+            out = timer.time(int(reps))
+        finally:
+            cur, self._cur = self._cur, 0
+        info = timer.info
         self.timing_mode = (f"{info.mode} x{info.batch} spin {info.cover_s * 1e6:.0f}us "
                             f"retakes {info.retakes} uncovered {info.uncovered} "
-                            f"max spin {info.max_cover_s * 1e6:.0f}us shrinks {info.shrinks}")
+                            f"max spin {info.max_cover_s * 1e6:.0f}us shrinks {info.shrinks} "
+                            f"placement {cur + 1}/{n}")
         return out
 
     def _poisoned_run(self) -> Any:
@@ -227,10 +264,10 @@ class _Runner:
         return compare(self.problem, out, ref)
 
     def close(self) -> None:
-        if self._timer is not None:
-            self._timer.close()
-        self._timer = None
-        self.a = self.b = self.out = self.x_like = self.w_like = None
+        for t in self._timers.values():
+            t.close()
+        self._timers = {}
+        self._sets = None  # the placements stay with the backend for the problem's other runners
 
 
 class CudnnPlanRunner(_Runner):
@@ -397,6 +434,7 @@ class CudaBackend:
         self._env: dict[str, str] | None = None
         self.last_enumeration: Any = None
         self.cudnn_error = ""
+        self._placements: Any = None
         self.isolate_heuristic = isolate_heuristic
         self._child: Any = None
 
@@ -522,13 +560,32 @@ class CudaBackend:
         from .cudnn_plan import drop_plans
 
         drop_plans(None if problem is None else problem.key())
+        self._placements = None
         _REF_CACHE.clear()
         torch.cuda.empty_cache()
+
+    def placements_for(self, problem: ConvProblem) -> Any:
+        """The problem's buffer placements, shared by all its runners in this process (made on
+        first use; a new problem replaces the previous problem's, whose runners keep theirs alive
+        until they close)."""
+        from .placement import allocate
+
+        cur = self._placements
+        if cur is None or cur.key != problem.key():
+            self._placements = None
+            cur = self._placements = allocate(problem, self.device)
+        return cur
 
     def prepare(self, problem: ConvProblem, candidate: Candidate) -> Any:
         import torch
 
         with torch.cuda.device(self.device):
+            if candidate.key.startswith(policy.TWIN_PREFIX):
+                inner = candidate.key[len(policy.TWIN_PREFIX):]
+                if not inner or inner.startswith(policy.TWIN_PREFIX) or inner == "torch:benchmark":
+                    raise CandidateUnsupported(f"{candidate.key}: no twin of {inner!r} in the "
+                                               "heuristic process")
+                return self._heuristic_child().prepare(problem, replace(candidate, key=inner))
             if candidate.key.startswith(policy.CUDNN_PREFIX):
                 return CudnnPlanRunner(self, problem, candidate)
             if candidate.key == "torch:heuristic" and self.isolate_heuristic:

@@ -31,6 +31,9 @@ LAYOUT_KEYS = ("torch:heuristic+nhwc",)
 # A 1x1 convolution (no padding, one group) run as a matrix product by cuBLAS
 # (`convdoctor.tune.gemm`); the subsampling copy of a strided input is inside the timed run.
 GEMM_KEYS = ("torch:gemm",)
+# "twin:<key>": candidate <key> run in the torch:heuristic child process, so the bench referee can
+# compare a choice with PyTorch's heuristic path inside one process (never a tuning candidate)
+TWIN_PREFIX = "twin:"
 
 
 def gemm_eligible(problem: ConvProblem) -> bool:
