@@ -12,7 +12,9 @@ from typing import TextIO
 
 class Progress:
     def __init__(self, total: int, label: str = "", *, enabled: bool | None = None,
-                 stream: TextIO | None = None) -> None:
+                 stream: TextIO | None = None, lines: bool = False) -> None:
+        """`lines=True`: one plain line per update (for logs of long batch jobs), never
+        throttled; otherwise a bar redrawn in place."""
         self.total = max(int(total), 0)
         self.label = label
         self.done = 0
@@ -20,10 +22,16 @@ class Progress:
         self.enabled = self.stream.isatty() if enabled is None else enabled
         self._t0 = time.monotonic()
         self._last = 0.0
+        self.lines = lines
 
     def update(self, n: int = 1, note: str = "") -> None:
         self.done += n
         now = time.monotonic()
+        if self.enabled and self.lines:
+            self.stream.write(f"{self.label} {self.done}/{self.total} {now - self._t0:.1f}s "
+                              f"{note}\n")
+            self.stream.flush()
+            return
         if not self.enabled or (now - self._last < 0.1 and self.done < self.total):
             return
         self._last = now
@@ -35,7 +43,7 @@ class Progress:
         self.stream.flush()
 
     def close(self) -> None:
-        if self.enabled:
+        if self.enabled and not self.lines:
             self.stream.write("\n")
             self.stream.flush()
 
