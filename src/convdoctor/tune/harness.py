@@ -52,6 +52,13 @@ class HarnessConfig:
     # the luckiest of them (the leader), and two runs must still agree on them.
     tie_floor: float = 0.005
     max_tie_band: float = 0.02
+    # A candidate whose SECOND run (after the first run's lazy loading and the check) takes more
+    # than `hopeless_abs_s` and more than `hopeless_factor` x the fastest second run so far is
+    # dropped before warm-up and screening (status screened-out). Session 7 (H100, fp32 depthwise
+    # dgrad): one cuDNN knob setting ran ~1-2 s per call where others ran in under a millisecond,
+    # and its warm-up and 5 screen samples cost 50 s of each 66 s tuning run.
+    hopeless_abs_s: float = 0.2
+    hopeless_factor: float = 20.0
     throttle_pause_s: float = 0.5
     max_throttle_retries: int = 6      # in a row, per finalist, before the run is marked degraded
     check: bool = True
@@ -227,6 +234,39 @@ class Harness:
                                                             else ""))
             live.active = False
             self._close(live)
+
+    def _second_run(self, live: _Live) -> float | None:
+        """One more untimed run, its wall time (host clock, including the wait): how slow the
+        candidate is once its first-run effects are over. None if it failed (then marked)."""
+        assert live.runner is not None
+        t0 = self.cfg.now()
+        try:
+            live.runner.warmup()
+        except CandidateUnsupported as exc:
+            self._unsupported(live, exc)
+            return None
+        except Exception as exc:  # noqa: BLE001
+            self._fail(live, f"second run failed: {type(exc).__name__}: {exc}")
+            return None
+        live.stats.warmup_runs += 1
+        live.stats.second_run_s = self.cfg.now() - t0
+        return live.stats.second_run_s
+
+    def _hopeless(self, live: _Live, second: float, best: float | None) -> bool:
+        """Drop a candidate far slower than the fastest seen (see `HarnessConfig.hopeless_*`)."""
+        cfg = self.cfg
+        if (best is None or best <= 0 or second <= cfg.hopeless_abs_s
+                or second <= cfg.hopeless_factor * best
+                or live.stats.candidate.key in cfg.keep_keys):
+            return False
+        live.stats.status = "screened-out"
+        live.stats.reason = (f"hopeless: its second run took {second * 1e3:.1f} ms, "
+                             f"{second / best:.0f}x the fastest so far ({best * 1e3:.2f} ms)")
+        self._trace({"phase": "hopeless", "key": live.stats.candidate.key,
+                     "second_run_ms": round(second * 1e3, 3), "best_ms": round(best * 1e3, 3)})
+        live.active = False
+        self._close(live)
+        return True
 
     def _warmup(self, live: _Live) -> None:
         """Run until a step is no faster than the best step so far (by `warmup_settle`)."""
@@ -442,9 +482,16 @@ class Harness:
                             winner=None, candidates=[lv.stats for lv in lives],
                             created=time.time())
         try:
+            best_second: float | None = None
             for lv in lives:
                 self.note(f"first run + check {lv.stats.candidate.key}")
                 self._prepare_and_check(problem, lv)
+                if lv.active:
+                    second = self._second_run(lv)
+                    if second is not None and self._hopeless(lv, second, best_second):
+                        continue
+                    if second is not None:
+                        best_second = second if best_second is None else min(best_second, second)
                 if lv.active:
                     self.note(f"warm up {lv.stats.candidate.key}")
                     self._warmup(lv)

@@ -58,6 +58,7 @@ class CandidateStats:
     warmup_runs: int = 0
     prepare_s: float | None = None  # building the runner (plans, allocations; benchmark=True's search
     first_run_s: float | None = None  # may fall in either)
+    second_run_s: float | None = None  # wall time of the run after it (the hopeless check)
     discarded: int = 0            # samples thrown away because the clock showed a slowdown
     clock_mhz: float | None = None
     correctness: Correctness | None = None
@@ -89,7 +90,7 @@ class CandidateStats:
             "median_s": self.median_s, "ci_low_s": ci[0] if ci else None,
             "ci_high_s": ci[1] if ci else None, "n": self.n, "warmup_runs": self.warmup_runs,
             "prepare_s": self.prepare_s, "first_run_s": self.first_run_s,
-            "discarded": self.discarded,
+            "second_run_s": self.second_run_s, "discarded": self.discarded,
             "clock_mhz": self.clock_mhz,
             "correctness": None if self.correctness is None else {
                 "ok": self.correctness.ok, "max_rel_err": _finite(self.correctness.max_rel_err),
@@ -109,7 +110,7 @@ class CandidateStats:
             reason=str(d.get("reason", "")), samples=[float(v) for v in d.get("samples", [])],
             screen_samples=[float(v) for v in d.get("screen_samples", [])],
             warmup_runs=int(d.get("warmup_runs", 0)), first_run_s=d.get("first_run_s"),
-            prepare_s=d.get("prepare_s"),
+            second_run_s=d.get("second_run_s"), prepare_s=d.get("prepare_s"),
             discarded=int(d.get("discarded", 0)), clock_mhz=d.get("clock_mhz"),
             correctness=None if not corr else Correctness(
                 ok=bool(corr["ok"]), max_rel_err=float(corr["max_rel_err"] if corr["max_rel_err"]
