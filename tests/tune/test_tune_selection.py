@@ -239,8 +239,10 @@ def test_a_hopelessly_slow_candidate_is_dropped_after_its_second_run() -> None:
     assert crawl is not None and crawl.status == "screened-out" and "hopeless" in crawl.reason
     assert crawl.second_run_s is not None and crawl.second_run_s > 1.0
     assert not crawl.samples and not crawl.screen_samples
-    # first run + check + second run only: 3 runs, not the ~15 of warm-up and screen
-    assert next(c for c in w.candidates if c.key == "eng:crawl").runs == 3
+    # its first and second runs only (the check comes after the second run): not the ~15 runs
+    # of check, warm-up and screen
+    assert next(c for c in w.candidates if c.key == "eng:crawl").runs == 2
+    assert crawl.correctness is None
     assert r.winner is not None and r.winner.key == "eng:fast"
     # a candidate merely 10x slower is left to the screen (it may still be a baseline worth
     # reporting), and PyTorch's own paths are never dropped this way
@@ -252,3 +254,13 @@ def test_a_hopelessly_slow_candidate_is_dropped_after_its_second_run() -> None:
         PROBLEM, {"backend": "sim"})
     assert "hopeless" not in r2.stats_for("torch:heuristic").reason  # type: ignore[union-attr]
     assert "hopeless" not in r2.stats_for("eng:ten").reason  # type: ignore[union-attr]
+
+
+def test_a_wrong_fast_candidate_does_not_make_the_correct_ones_hopeless() -> None:
+    w = SimWorld(seed=5, candidates=[SimCandidate("eng:wrong-fast", 1e-3, wrong=True),
+                                     SimCandidate("eng:slow-ok", 0.3)],
+                 noise_sigma=0.01, outlier_p=0.0)
+    r = Harness(SimBackend(w), HarnessConfig(budget_s=2.0, now=w.now, sleep=w.sleep)).run(
+        PROBLEM, {"backend": "sim"})
+    assert r.stats_for("eng:wrong-fast").status == "disqualified"  # type: ignore[union-attr]
+    assert r.winner is not None and r.winner.key == "eng:slow-ok"

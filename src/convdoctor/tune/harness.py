@@ -188,7 +188,8 @@ class Harness:
             live.runner = None
 
     # ------------------------------------------------------------------ phases
-    def _prepare_and_check(self, problem: ConvProblem, live: _Live) -> None:
+    def _prepare_first(self, problem: ConvProblem, live: _Live) -> None:
+        """Prepare the runner and time its very first run."""
         cand = live.stats.candidate
         if problem.deterministic and not cand.deterministic:
             live.stats.status, live.stats.reason = "unsupported", "not deterministic"
@@ -216,6 +217,10 @@ class Harness:
             return
         live.stats.first_run_s = time.perf_counter() - t0
         live.stats.warmup_runs = 1
+
+    def _check(self, live: _Live) -> None:
+        """The correctness check (fresh data, poisoned output, float64 reference)."""
+        assert live.runner is not None
         if not self.cfg.check:
             return
         try:
@@ -485,12 +490,16 @@ class Harness:
             best_second: float | None = None
             for lv in lives:
                 self.note(f"first run + check {lv.stats.candidate.key}")
-                self._prepare_and_check(problem, lv)
+                self._prepare_first(problem, lv)
                 if lv.active:
+                    # the second run comes before the check: a hopeless candidate is dropped
+                    # without one more of its (slow) runs
                     second = self._second_run(lv)
                     if second is not None and self._hopeless(lv, second, best_second):
                         continue
-                    if second is not None:
+                    if lv.active:
+                        self._check(lv)
+                    if lv.active and second is not None:
                         best_second = second if best_second is None else min(best_second, second)
                 if lv.active:
                     self.note(f"warm up {lv.stats.candidate.key}")
