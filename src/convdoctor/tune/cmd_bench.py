@@ -20,7 +20,9 @@ round-robin, median with CI), so the ratios compare choices, not timing methods:
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
 import re
 import statistics
 import time
@@ -83,6 +85,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "so a long suite can run as several shorter jobs; join them with --merge")
     p.add_argument("--out", default=None, metavar="FILE",
                    help="also write the JSON result to FILE (written when the run ends)")
+    p.add_argument("--resume", action="store_true",
+                   help="with --out FILE: continue an interrupted run from FILE.partial (written "
+                   "after every arm: the PyTorch and convdoctor processes already finished are "
+                   "not run again; the file must come from the same problems, settings and "
+                   "machine)")
     p.add_argument("--merge", nargs="+", default=None, metavar="FILE",
                    help="instead of running: join the JSON results of several bench runs (shards "
                    "of one suite and configuration) and summarize them as one")
@@ -267,6 +274,8 @@ def _bench(args: argparse.Namespace) -> int:
     dtype, layout, math_mode = CONFIGS[args.config]
     if args.pytorch_runs < 1 or args.tune_runs < 1:
         raise UsageError("--pytorch-runs and --tune-runs must be >= 1")
+    if args.resume and not args.out:
+        raise UsageError("--resume needs --out FILE (the run's state is FILE.partial)")
     # The first worker tells us the backend; it then serves (still fresh) as the first PyTorch arm.
     first = WorkerBackend(args.backend, timeout_s=args.timeout)
     backend_name = first.name
@@ -288,7 +297,27 @@ def _bench(args: argparse.Namespace) -> int:
         problems = [e.problem(direction=args.direction, dtype=dtype, layout=layout, math=math_mode,
                               batch=batch) for e in entries]
         spec = backend_name
-        total = len(problems) * (args.pytorch_runs + args.tune_runs + 1)
+        sig = {"suite": suite.name, "config": args.config, "direction": args.direction,
+               "backend": backend_name, "env": env, "budget_s": budget,
+               "problems": [p.key() for p in problems]}
+        partial = (args.out + ".partial") if args.out else None
+        torch_runs: list[dict[str, Any]] = []
+        tune_runs: list[dict[str, Any]] = []
+        if args.resume:
+            assert partial is not None
+            done = load_partial(partial, sig)
+            torch_runs = done["torch_runs"][: args.pytorch_runs]
+            tune_runs = done["tune_runs"][: args.tune_runs]
+            for k in arm_s:
+                arm_s[k] = list(done.get("arm_wall_s", {}).get(k, []))
+        left_arms = (args.pytorch_runs - len(torch_runs)) + (args.tune_runs - len(tune_runs))
+        total = len(problems) * (left_arms + 1)
+
+        def checkpoint() -> None:
+            if partial is not None:
+                save_partial(partial, {"signature": sig, "torch_runs": torch_runs,
+                                       "tune_runs": tune_runs, "arm_wall_s": arm_s})
+
         t0 = time.monotonic()
         # --json --out (batch jobs): a plain line per step on stderr, so a log shows how far a
         # run that was stopped got; --json alone keeps stderr quiet
@@ -296,17 +325,17 @@ def _bench(args: argparse.Namespace) -> int:
         with Progress(total, "bench", enabled=True if log_lines else (None if not args.json
                                                                        else False),
                       lines=log_lines) as bar:
-            torch_runs = []
-            for i in range(args.pytorch_runs):
+            for i in range(len(torch_runs), args.pytorch_runs):
                 ta = time.monotonic()
                 torch_runs.append(_pytorch_arm(problems, spec, budget, args.timeout, bar,
                                                fresh=first if i == 0 else None))
                 arm_s["pytorch"].append(time.monotonic() - ta)
-            tune_runs = []
-            for _ in range(args.tune_runs):
+                checkpoint()
+            for _ in range(len(tune_runs), args.tune_runs):
                 ta = time.monotonic()
                 tune_runs.append(_tune_arm(problems, spec, budget, args.timeout, bar))
                 arm_s["tune"].append(time.monotonic() - ta)
+                checkpoint()
             heur_key = "cpu:mkldnn-on" if cpu else "torch:heuristic"
             keys_for: dict[str, list[str]] = {}
             for p in problems:
@@ -371,6 +400,7 @@ def _bench(args: argparse.Namespace) -> int:
 
     summary = summarize(rows)
     summary["wall_s"] = wall
+    summary["resumed_arms"] = (args.pytorch_runs + args.tune_runs) - left_arms
     summary["tuning_s_total_per_run"] = [r.get("_process_s") for r in tune_runs]
     summary["arm_wall_s"] = arm_s
     payload = {"kind": "bench", "suite": suite.name, "config": args.config,
@@ -379,7 +409,43 @@ def _bench(args: argparse.Namespace) -> int:
                "tune_runs": args.tune_runs, "shard": args.shard, "match": args.match,
                "summary": summary,
                "rows": rows}
-    return _emit(args, payload)
+    rc = _emit(args, payload)
+    if partial is not None and os.path.exists(partial):
+        os.remove(partial)  # the result is written: nothing left to resume
+    return rc
+
+
+def save_partial(path: str, state: dict[str, Any]) -> None:
+    """Write the run's state atomically (a stop mid-write leaves the previous state)."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(state, fh)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise UsageError(f"cannot write the bench's state file {path}: {exc}") from None
+
+
+def load_partial(path: str, signature: dict[str, Any]) -> dict[str, Any]:
+    """The finished arms of an interrupted run (empty when there is no state file); a file of
+    another run, or an unreadable one, is a clear error, never silently used."""
+    if not os.path.exists(path):
+        return {"torch_runs": [], "tune_runs": []}
+    try:
+        with open(path, encoding="utf-8") as fh:
+            state = json.load(fh)
+        torch_runs, tune_runs = list(state["torch_runs"]), list(state["tune_runs"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{path} is not a readable bench state file ({exc}); remove it, or run "
+                         "without --resume") from None
+    if state.get("signature") != signature:
+        theirs = state.get("signature") or {}
+        diff = sorted(k for k in set(signature) | set(theirs)
+                      if signature.get(k) != theirs.get(k))
+        raise UsageError(f"{path} belongs to another run (differs in: {', '.join(diff)}); remove "
+                         "it, or run without --resume")
+    return {"torch_runs": torch_runs, "tune_runs": tune_runs,
+            "arm_wall_s": state.get("arm_wall_s", {})}
 
 
 def referee_ratios(ref: dict[str, float], heur_key: str, winners: list[str | None],

@@ -1,0 +1,74 @@
+"""`convdoctor bench --out F --resume`: an interrupted run keeps its finished arms in F.partial
+and continues from there (session 7 lost three GPU shards to deadlines, each with every arm)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convdoctor.cli import main
+from convdoctor.errors import UsageError
+from convdoctor.tune import cmd_bench
+
+
+def _suite(tmp_path: Path) -> Path:
+    suite = tmp_path / "s.json"
+    suite.write_text(json.dumps({"name": "tiny", "problems": [
+        {"group": "g", "name": "a", "problem": "n=1 c=4 h=8 w=8 k=4 r=3 s=3 pad=1"}]}))
+    return suite
+
+
+ARGS = ["--budget", "0.1", "--pytorch-runs", "1", "--tune-runs", "2", "--json"]
+
+
+@pytest.mark.slow
+def test_an_interrupted_bench_resumes_without_rerunning_finished_arms(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    suite, out = _suite(tmp_path), tmp_path / "r.json"
+    real_tune = cmd_bench._tune_arm
+    calls = {"tune": 0}
+
+    def tune_then_die(*a: Any, **k: Any) -> Any:
+        calls["tune"] += 1
+        if calls["tune"] == 2:
+            raise KeyboardInterrupt  # the deadline's kill, during the second tuning process
+        return real_tune(*a, **k)
+
+    monkeypatch.setattr(cmd_bench, "_tune_arm", tune_then_die)
+    assert main(["bench", str(suite), *ARGS, "--out", str(out)]) != 0   # "interrupted"
+    state = json.loads((tmp_path / "r.json.partial").read_text())
+    assert len(state["torch_runs"]) == 1 and len(state["tune_runs"]) == 1
+    assert not out.exists()
+
+    def pytorch_must_not_run(*a: Any, **k: Any) -> Any:
+        raise AssertionError("a finished arm ran again")
+
+    monkeypatch.setattr(cmd_bench, "_pytorch_arm", pytorch_must_not_run)
+    monkeypatch.setattr(cmd_bench, "_tune_arm", real_tune)
+    capsys.readouterr()
+    assert main(["bench", str(suite), *ARGS, "--out", str(out), "--resume"]) == 0
+    res = json.loads(out.read_text())
+    assert res["summary"]["resumed_arms"] == 2
+    row = res["rows"][0]
+    assert len(row["winners"]) == 2 and row["heuristic_s"] and row["tuned_s"]
+    assert not (tmp_path / "r.json.partial").exists()     # done: nothing left to resume
+
+
+def test_a_state_file_of_another_run_is_refused(tmp_path: Path) -> None:
+    p = tmp_path / "x.partial"
+    sig = {"suite": "tiny", "problems": ["a"], "budget_s": 0.1}
+    cmd_bench.save_partial(str(p), {"signature": dict(sig, budget_s=0.5), "torch_runs": [],
+                                    "tune_runs": []})
+    with pytest.raises(UsageError, match="differs in: budget_s"):
+        cmd_bench.load_partial(str(p), sig)
+    p.write_text("{not json")
+    with pytest.raises(UsageError, match="not a readable bench state file"):
+        cmd_bench.load_partial(str(p), sig)
+    assert cmd_bench.load_partial(str(tmp_path / "none.partial"), sig)["tune_runs"] == []
+
+
+def test_resume_needs_out(tmp_path: Path) -> None:
+    assert main(["bench", str(_suite(tmp_path)), "--resume", "--pytorch-runs", "1"]) == 2
