@@ -52,9 +52,10 @@ class HarnessConfig:
     # the luckiest of them (the leader), and two runs must still agree on them.
     tie_floor: float = 0.005
     max_tie_band: float = 0.02
-    # A candidate whose SECOND run (after the first run's lazy loading and the check) takes more
-    # than `hopeless_abs_s` and more than `hopeless_factor` x the fastest second run so far is
-    # dropped before warm-up and screening (status screened-out). Session 7 (H100, fp32 depthwise
+    # A candidate whose SECOND run (right after the first run's lazy loading) takes more than
+    # `hopeless_abs_s` and more than `hopeless_factor` x the fastest second run so far (of
+    # candidates that passed their check) is dropped before its check, warm-up and screening
+    # (status screened-out). Session 7 (H100, fp32 depthwise
     # dgrad): one cuDNN knob setting ran ~1-2 s per call where others ran in under a millisecond,
     # and its warm-up and 5 screen samples cost 50 s of each 66 s tuning run.
     hopeless_abs_s: float = 0.2
