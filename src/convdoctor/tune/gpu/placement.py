@@ -99,9 +99,9 @@ def allocate(problem: ConvProblem, device: int, *, wanted: int | None = None,
     gen = torch.Generator(device=dev)
     gen.manual_seed(seed)
     (ra, rb), _ = policy.io_roles(problem.direction)
+    from .backend import _fill_random  # the runners' own uniform(-1, 1) fill
+
     for s in sets:
         for r in (ra, rb):
-            tmp = torch.empty(s[r].shape, dtype=torch.float32, device=dev)
-            tmp.uniform_(-1.0, 1.0, generator=gen)
-            s[r].copy_(tmp)
+            _fill_random(s[r], gen)
     return Placements(problem.key(), sets, spacers)
