@@ -202,6 +202,25 @@ def tuning_share(left_s: float, slots_left: int) -> float:
     return left_s / slots_left
 
 
+def process_facts() -> dict[str, Any]:
+    """Native threads and child processes of this process (Linux /proc; empty elsewhere): a
+    thread or worker left running after optimize() would compete with a host-bound step."""
+    facts: dict[str, Any] = {}
+    try:
+        tasks = os.listdir("/proc/self/task")
+        facts["threads"] = len(tasks)
+        kids: set[str] = set()
+        for t in tasks:
+            try:
+                kids.update(Path(f"/proc/self/task/{t}/children").read_text().split())
+            except OSError:
+                pass
+        facts["child_processes"] = len(kids)
+    except OSError:
+        pass
+    return facts
+
+
 def variant_child(variant: str, args: argparse.Namespace) -> dict[str, Any]:
     """Run one variant over every config and mode in THIS process (the parent starts one process
     per variant: PyTorch caches its cuDNN choice per shape without the benchmark flag, so heuristic
@@ -229,6 +248,18 @@ def variant_child(variant: str, args: argparse.Namespace) -> dict[str, Any]:
                 model, x = build(cfg, dev)
                 if not train:
                     model.eval()
+                if variant == "convdoctor" and not args.no_twin:
+                    # The stock twin (same seed and input, PyTorch's heuristics like every unrouted
+                    # layer), timed alone BEFORE optimize() as well: a process that is slow for
+                    # host reasons is slow before and after; one that optimize() slowed is not.
+                    twin, tx = build(cfg, dev)
+                    if not train:
+                        twin.eval()
+                    twin_step = make_step(twin, tx, train, with_optimizer=train)
+                    res["process_before_optimize"] = process_facts()
+                    before = time_rounds({"stock": twin_step}, dev, warmup=4, steps=args.steps,
+                                         rounds=1)["stock"]
+                    res["stock_before_optimize"] = {k: before[k] for k in ("ms", "issue_cpu_ms")}
                 t0 = time.monotonic()
                 if variant == "compile":
                     model = torch.compile(model, mode="max-autotune")
@@ -253,13 +284,8 @@ def variant_child(variant: str, args: argparse.Namespace) -> dict[str, Any]:
                 sync(dev)
                 res["setup_and_first_step_s"] = time.monotonic() - t0
                 steps = {variant: step}
-                if variant == "convdoctor" and not args.no_twin:
-                    # The stock twin: built after optimize() (its tuning and measuring are done),
-                    # same seed and input, PyTorch's heuristics like every unrouted layer.
-                    twin, tx = build(cfg, dev)
-                    if not train:
-                        twin.eval()
-                    twin_step = make_step(twin, tx, train, with_optimizer=train)
+                if twin_step is not None:
+                    res["process_after_optimize"] = process_facts()
                     twin_step()
                     sync(dev)
                     steps = {"eager_heuristic_same_process": twin_step, variant: step}
@@ -346,7 +372,8 @@ def merge_runs(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         base.update(speedup_vs_heuristic_same_process=median(sp),
                     speedup_vs_heuristic_same_process_runs=sp)
     keep = ("ms", "samples_ms", "issue_cpu_ms", "setup_and_first_step_s",
-            "eager_heuristic_same_process", "speedup_vs_heuristic_same_process", "error")
+            "eager_heuristic_same_process", "speedup_vs_heuristic_same_process", "error",
+            "stock_before_optimize", "process_before_optimize", "process_after_optimize")
     base["repeats"] = [{k: r[k] for k in keep if k in r} for r in runs if r is not timed[0]]
     return base
 
@@ -557,6 +584,9 @@ def main() -> int:
     ap.add_argument("--variant-timeout", type=float, default=420.0)
     ap.add_argument("--quick", action="store_true", help="CPU: fewer steps")
     ap.add_argument("--skip-overhead", action="store_true")
+    ap.add_argument("--skip-first-step", action="store_true",
+                    help="do not time ResNet-50's first training step (needs resnet50_fp32 tuned "
+                         "in the database to mean anything)")
     ap.add_argument("--rounds", type=int, default=5,
                     help="rounds the timed steps are split into (interleaving in one process)")
     ap.add_argument("--no-twin", action="store_true",
@@ -635,7 +665,7 @@ def main() -> int:
         runs.setdefault(variant, []).append(data)
         assemble(results, runs)
         path.write_text(json.dumps(results, indent=2, default=str))
-    if dev == "cuda":
+    if dev == "cuda" and not args.skip_first_step:
         chosen = results["configs"].get("resnet50_fp32", {}).get("train", {}).get("convdoctor", {})
         cl = bool(chosen.get("report", {}).get("channels_last"))
         results["first_step_resnet50_fp32_train"] = first_step(args.db, cl, args.cpu_list)

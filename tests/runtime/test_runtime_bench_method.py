@@ -170,3 +170,17 @@ def test_tuning_budget_is_shared_so_every_config_gets_a_turn() -> None:
     assert B.tuning_share(240.0, 7) == pytest.approx(34.2857, rel=1e-4)
     assert B.tuning_share(0.0, 3) == 0.0 and B.tuning_share(-5.0, 3) == 0.0
     assert B.tuning_share(10.0, 0) == 0.0
+
+
+def test_process_facts_counts_this_process_threads_and_children() -> None:
+    facts = B.process_facts()
+    if not os.path.isdir("/proc/self/task"):
+        assert facts == {}
+        return
+    assert facts["threads"] >= 1
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
+    try:
+        assert B.process_facts()["child_processes"] >= 1
+    finally:
+        child.kill()
+        child.wait()
