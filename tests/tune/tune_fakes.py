@@ -27,6 +27,7 @@ class SimCandidate:
     penalty_runs: int = 3
     workspace: int = 0
     deterministic: bool = True
+    pinned: bool = True                 # the key fixes the kernel (Candidate.pinned)
     wrong: bool = False                 # produces a wrong output
     runs: int = 0
 
@@ -106,7 +107,8 @@ class SimBackend:
 
     def candidates(self, problem: ConvProblem) -> list[Candidate]:
         return [Candidate(key=c.key, backend="sim", workspace_bytes=c.workspace,
-                          deterministic=c.deterministic) for c in self.world.candidates]
+                          deterministic=c.deterministic, pinned=c.pinned)
+                for c in self.world.candidates]
 
     def prepare(self, problem: ConvProblem, candidate: Candidate) -> SimRunner:
         return SimRunner(self.world, self.by_key[candidate.key], candidate)

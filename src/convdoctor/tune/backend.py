@@ -21,24 +21,34 @@ BACKEND_NAMES = ("auto", "cpu", "cuda")
 
 @dataclass(frozen=True)
 class Candidate:
-    """One way to run a problem. `key` is stable across processes and machines of one kind."""
+    """One way to run a problem. `key` is stable across processes and machines of one kind.
+
+    `pinned`: the key fixes the kernel that runs (a cuDNN engine configuration, a native kernel).
+    False where a library picks the kernel anew in each process (PyTorch's cuDNN heuristic and
+    benchmark paths): session 8 on the H100 saw PyTorch's heuristic path run a 19-20% slower
+    kernel in one fresh process than in five others (wav2vec2 conv1 170 vs 143 us, C3D conv3a
+    342 vs 285 us), so a time measured for it in the tuner's process need not hold in the user's.
+    Ties prefer pinned candidates."""
 
     key: str
     backend: str
     workspace_bytes: int = 0
     deterministic: bool = True
     notes: tuple[str, ...] = ()
+    pinned: bool = True
 
     def to_dict(self) -> dict[str, object]:
         return {"key": self.key, "backend": self.backend, "workspace_bytes": self.workspace_bytes,
-                "deterministic": self.deterministic, "notes": list(self.notes)}
+                "deterministic": self.deterministic, "notes": list(self.notes),
+                "pinned": self.pinned}
 
     @classmethod
     def from_dict(cls, d: dict[str, object]) -> Candidate:
         return cls(key=str(d["key"]), backend=str(d["backend"]),
                    workspace_bytes=int(d.get("workspace_bytes", 0) or 0),  # type: ignore[arg-type]
                    deterministic=bool(d.get("deterministic", True)),
-                   notes=tuple(str(n) for n in d.get("notes", ()) or ()))  # type: ignore[union-attr]
+                   notes=tuple(str(n) for n in d.get("notes", ()) or ()),  # type: ignore[union-attr]
+                   pinned=bool(d.get("pinned", True)))
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,9 @@ up until its times stop falling (lazy loading, first-run effects), screen it wit
 drop hopeless ones, then sample the finalists round-robin (so drift and throttling hit all alike)
 until each contender's median has a 95% CI within `target_rel_ci` or the time cap is hit. Samples
 taken while the clock reports a slowdown are discarded, with a pause and a retry. Candidates whose
-medians lie within the noise band of the best are ties, broken by smaller workspace, then
-determinism, then the candidate key, so two runs agree.
+medians lie within the noise band of the best are ties, broken by a pinned kernel (the key fixes
+the kernel, unlike PyTorch's cuDNN paths, which pick one in each process), then smaller
+workspace, then determinism, then the candidate key, so two runs agree.
 """
 
 from __future__ import annotations
@@ -449,7 +450,8 @@ class Harness:
             lv_band = min(self.cfg.max_tie_band, band + half)
             if statistics.median(ratios) <= 1.0 + lv_band:
                 ties.append(lv)
-        ties.sort(key=lambda lv: (lv.stats.candidate.workspace_bytes,
+        ties.sort(key=lambda lv: (not lv.stats.candidate.pinned,
+                                  lv.stats.candidate.workspace_bytes,
                                   not lv.stats.candidate.deterministic, lv.stats.candidate.key))
         if self.cfg.trace is not None:
             ratios = {}

@@ -496,15 +496,19 @@ class CudaBackend:
         det = problem.deterministic
         asym = () if problem.symmetric_padding else ("asymmetric padding: explicit F.pad "
                                                      "included in the time",)
+        # PyTorch picks the cuDNN engine of these paths in each process: not pinned (Candidate)
         out = [
             Candidate("torch:benchmark", "cuda", 0, det,
-                      ("PyTorch cudnn.benchmark=True choice in this process",) + asym),
+                      ("PyTorch cudnn.benchmark=True choice in this process",) + asym,
+                      pinned=False),
             Candidate("torch:heuristic", "cuda", 0, det,
-                      ("PyTorch cuDNN heuristics (benchmark=False), in a child process",) + asym),
+                      ("PyTorch cuDNN heuristics (benchmark=False), in a child process",) + asym,
+                      pinned=False),
         ]
         if problem.layout == "nchw" and problem.ndim in (2, 3):
             out += [Candidate(k, "cuda", 0, det, ("PyTorch cuDNN heuristics run in channels_last: "
-                                                  "converted in and back, both timed",) + asym)
+                                                  "converted in and back, both timed",) + asym,
+                              pinned=False)
                     for k in policy.LAYOUT_KEYS]
         if policy.gemm_eligible(problem):
             # cuBLAS gives the same bits run to run on one stream (its documented reproducibility)
