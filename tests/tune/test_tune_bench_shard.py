@@ -10,7 +10,7 @@ import pytest
 
 from convdoctor.cli import main
 from convdoctor.errors import UsageError
-from convdoctor.tune.cmd_bench import parse_shard, shard_of, summarize
+from convdoctor.tune.cmd_bench import parse_shard, shard_of, spread, summarize
 
 
 @pytest.mark.parametrize("n_items,n", [(101, 4), (7, 3), (3, 5), (10, 1)])
@@ -42,6 +42,17 @@ def test_summary_figures() -> None:
     assert s["slower_than_best_pytorch_by_2pct"] == 1
     assert s["stable_within_3pct"] == 0.5
     assert s["geomean_speedup_vs_benchmark"] == pytest.approx((2.2 * (1 / 1.05)) ** 0.5)
+
+
+def test_heuristic_path_spread_between_processes() -> None:
+    # session 8: PyTorch's heuristic path 285 us in five processes, 342 us in one
+    assert spread([285e-6, 285.5e-6, 342e-6]) == pytest.approx(57 / 285)
+    assert spread([1e-3]) is None and spread([]) is None and spread([0.0, 1e-3]) is None
+    rows = [_row("a", 1.0, 1.0, 1.0), _row("b", 1.0, 1.0, 1.0), _row("c", 1.0, 1.0, 1.0)]
+    rows[0]["heuristic_process_spread"] = 0.2
+    rows[1]["heuristic_process_spread"] = 0.01          # rows[2]: an older row without the field
+    assert summarize(rows)["heuristic_path_differs_over_5pct"] == 0.5
+    assert summarize(rows[2:])["heuristic_path_differs_over_5pct"] is None
 
 
 def _doc(rows: list[dict[str, Any]], config: str = "fp32-nchw") -> dict[str, Any]:

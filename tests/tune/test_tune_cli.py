@@ -98,4 +98,6 @@ def test_bench_small_suite_side_by_side(capsys: pytest.CaptureFixture[str],
     row = out["rows"][0]
     assert row["heuristic_s"] and row["tuned_s"] and row["speedup_vs_best"]
     assert len(row["winners"]) == 2 and row["stability"] is not None
+    # the default path timed in the PyTorch arm, both tuning runs and the referee
+    assert row["heuristic_process_spread"] is not None and row["heuristic_process_spread"] >= 0
     assert out["summary"]["problems"] == 1 and out["summary"]["wall_s"] > 0
