@@ -209,13 +209,15 @@ def process_facts() -> dict[str, Any]:
     try:
         tasks = os.listdir("/proc/self/task")
         facts["threads"] = len(tasks)
-        kids: set[str] = set()
+        kids: set[str] | None = None     # None: this kernel has no /proc/.../children
         for t in tasks:
             try:
-                kids.update(Path(f"/proc/self/task/{t}/children").read_text().split())
+                found = Path(f"/proc/self/task/{t}/children").read_text().split()
             except OSError:
-                pass
-        facts["child_processes"] = len(kids)
+                continue
+            kids = (kids or set()) | set(found)
+        if kids is not None:
+            facts["child_processes"] = len(kids)
     except OSError:
         pass
     return facts
@@ -240,7 +242,7 @@ def variant_child(variant: str, args: argparse.Namespace) -> dict[str, Any]:
             continue
         for train in (True, False):
             mode = "train" if train else "inference"
-            share = tuning_share(deadline - time.monotonic(), slots_left)
+            slots = slots_left        # this slot and the ones after it share what is left
             slots_left -= 1
             res: dict[str, Any] = {}
             model = step = twin = twin_step = None
@@ -260,6 +262,9 @@ def variant_child(variant: str, args: argparse.Namespace) -> dict[str, Any]:
                     before = time_rounds({"stock": twin_step}, dev, warmup=4, steps=args.steps,
                                          rounds=1)["stock"]
                     res["stock_before_optimize"] = {k: before[k] for k in ("ms", "issue_cpu_ms")}
+                    if dev == "cuda":
+                        torch.cuda.empty_cache()  # the twin's cached blocks: not during tuning
+                share = tuning_share(deadline - time.monotonic(), slots)
                 t0 = time.monotonic()
                 if variant == "compile":
                     model = torch.compile(model, mode="max-autotune")

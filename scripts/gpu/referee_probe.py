@@ -70,14 +70,17 @@ def plain(p: Any) -> float:
     (ra, rb), _ = io_roles(p.direction)
     a = empty_for(p, ra, "cuda:0").uniform_(-1, 1)
     b = empty_for(p, rb, "cuda:0").uniform_(-1, 1)
+    # dgrad needs the input's shape, wgrad the weight's (as the tuner's runners pass them)
+    like = {"dgrad": "x", "wgrad": "w"}.get(p.direction)
+    like_t = empty_for(p, like, "cuda:0") if like else None
     with torch_flags("heuristic", p):
         for _ in range(5):
-            torch_conv(p, a, b, None)
+            torch_conv(p, a, b, like_t)
         torch.cuda.synchronize()
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
         for _ in range(50):
-            torch_conv(p, a, b, None)
+            torch_conv(p, a, b, like_t)
         e.record()
         torch.cuda.synchronize()
     return s.elapsed_time(e) / 50 / 1e3

@@ -178,6 +178,8 @@ def test_process_facts_counts_this_process_threads_and_children() -> None:
         assert facts == {}
         return
     assert facts["threads"] >= 1
+    if "child_processes" not in facts:
+        pytest.skip("this kernel has no /proc/<pid>/task/<tid>/children")
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
     try:
         assert B.process_facts()["child_processes"] >= 1
