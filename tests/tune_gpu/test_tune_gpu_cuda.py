@@ -52,6 +52,10 @@ def test_candidates_and_strict_filter(backend) -> None:
     assert cud, backend.cudnn_error
     assert len(keys) == len(set(keys))
     assert not any("tensor_core" in c.notes for c in cud)
+    # PyTorch picks the engine of its cuDNN paths per process: those are not pinned (tie-break)
+    per_process = {c.key for c in cands if not c.pinned}
+    assert {"torch:benchmark", "torch:heuristic"} <= per_process
+    assert all(c.pinned for c in cud) and "torch:cudnn-off" not in per_process
     for c in cud[:3]:
         r = backend.prepare(p, c)
         r.warmup()
