@@ -11,6 +11,7 @@ command -v python >/dev/null || ln -s "$(command -v python3)" /usr/local/bin/pyt
 # Every area stops by the batch's deadline (BATCH_LIMIT_S seconds from the start, default 560:
 # under the device tool's 600 s command limit, which can be shorter when the machine's held time
 # runs out; pass the `limit_s` you expect) so what it wrote so far still comes back as its .tgz.
+# Each area sees AREA_LEFT: the seconds it has before the batch stops it.
 LIMIT=${BATCH_LIMIT_S:-560}
 start=$(date +%s)
 for area in "$@"; do
@@ -18,7 +19,7 @@ for area in "$@"; do
   t0=$(date +%s)
   left=$(( LIMIT - (t0 - start) - 10 ))
   if [ "$left" -lt 20 ]; then echo "=== $area not started: batch deadline"; continue; fi
-  ( export OUT="/tmp/o/$area"; timeout -k 5 "$left" bash -c "$(cat "$REQ/$area.txt")" > "/tmp/o/$area/_stdout.txt" 2>&1; echo "rc=$? (124: stopped at the batch deadline)" >> "/tmp/o/$area/_stdout.txt" )
+  ( export OUT="/tmp/o/$area" AREA_LEFT="$left"; timeout -k 5 "$left" bash -c "$(cat "$REQ/$area.txt")" > "/tmp/o/$area/_stdout.txt" 2>&1; echo "rc=$? (124: stopped at the batch deadline)" >> "/tmp/o/$area/_stdout.txt" )
   echo "=== $area ($(( $(date +%s) - t0 )) s)"; tail -12 "/tmp/o/$area/_stdout.txt"
   ( cd /tmp/o && tar czf "$R/$area.tgz" "$area" )
 done
