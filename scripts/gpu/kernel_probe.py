@@ -1,0 +1,134 @@
+"""Is a convolution's per-process slowdown a different kernel, or the same kernel running slower?
+
+Session 9 (H100): in the bench referee's process the cuDNN plan `eng67_k2=9_...` for wav2vec2's
+conv1 ran 170.4 us; in both tuning processes and the heuristic process it ran 143.1-143.6 us
+(session 8 saw the same 143/170 pair on PyTorch's heuristic path). This script starts PROCS fresh
+processes; each one times, for every PATH (a cuDNN plan key, `heuristic` or `benchmark` for
+PyTorch's paths), the convolution on PLACEMENTS different buffer sets (separate allocations with
+spacers between, so the addresses differ), CUDA events over 50 calls after a warm-up, and records
+the CUDA kernels one call launches (torch.profiler). Plain code, no tuner.
+
+    python scripts/gpu/kernel_probe.py PROBLEM_KEY PROCS PATH [PATH ...]
+
+Writes $OUT/kernel_probe.json; prints one line per process and path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+PLACEMENTS = 4
+CALLS = 50
+
+
+def _kernels(fn: Any) -> list[str]:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    names = []
+    for ev in prof.events():
+        if getattr(ev, "device_type", None) is not None and "CUDA" in str(ev.device_type):
+            names.append(ev.name[:120])
+    return names
+
+
+def _time(fn: Any) -> float:
+    import torch
+
+    for _ in range(10):
+        fn()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(CALLS):
+        fn()
+    e.record()
+    torch.cuda.synchronize()
+    return s.elapsed_time(e) / CALLS * 1e3  # us
+
+
+def child(problem_key: str, paths: list[str]) -> dict[str, Any]:
+    import torch
+
+    from convdoctor.problem import ConvProblem
+    from convdoctor.tune.gpu.backend import torch_conv, torch_flags
+    from convdoctor.tune.gpu.cudnn_plan import ConvPlan, empty_for
+    from convdoctor.tune.gpu.policy import io_roles, plan_name_of
+
+    p = ConvProblem.parse(problem_key)
+    (ra, rb), ro = io_roles(p.direction)
+    like = {"dgrad": "x", "wgrad": "w"}.get(p.direction)
+    sets = []
+    keep = []
+    for i in range(PLACEMENTS):
+        a = empty_for(p, ra, "cuda:0").uniform_(-1, 1)
+        b = empty_for(p, rb, "cuda:0").uniform_(-1, 1)
+        o = empty_for(p, ro, "cuda:0")
+        lk = empty_for(p, like, "cuda:0") if like else None
+        sets.append((a, b, o, lk))
+        keep.append(torch.empty((i + 1) * 3 * 1024 * 1024 + 4096 * i, dtype=torch.uint8,
+                                device="cuda:0"))  # spacer: the next set lands elsewhere
+    out: dict[str, Any] = {"pid": os.getpid(), "ptrs": [s[0].data_ptr() for s in sets],
+                           "paths": {}}
+    for path in paths:
+        rec: dict[str, Any] = {}
+        try:
+            if path in ("heuristic", "benchmark"):
+                def mk(s: Any, path: str = path) -> Any:
+                    def fn() -> None:
+                        with torch_flags(path, p):
+                            torch_conv(p, s[0], s[1], s[3])
+                    return fn
+            else:
+                plan = ConvPlan.build(p, plan_name_of(path) or path)
+                ws = plan.workspace()
+
+                def mk(s: Any, plan: Any = plan, ws: Any = ws) -> Any:
+                    return lambda: plan.execute(s[0], s[1], s[2], workspace=ws, check=False)
+            fns = [mk(s) for s in sets]
+            rec["us"] = [round(_time(f), 2) for f in fns]
+            rec["us_again"] = [round(_time(f), 2) for f in fns]
+            rec["kernels"] = _kernels(fns[0])
+        except Exception as exc:  # noqa: BLE001 - a probe reports, never stops
+            rec["error"] = f"{type(exc).__name__}: {exc}"[:300]
+        out["paths"][path] = rec
+    return out
+
+
+def main() -> int:
+    if sys.argv[1] == "--child":
+        import torch  # noqa: F401  (before cudnn)
+
+        print("RESULT " + json.dumps(child(sys.argv[2], sys.argv[3:])), flush=True)
+        return 0
+    key, procs, paths = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+    res = []
+    for i in range(procs):
+        cp = subprocess.run([sys.executable, __file__, "--child", key, *paths],
+                            capture_output=True, text=True, timeout=300)
+        line = [ln for ln in cp.stdout.splitlines() if ln.startswith("RESULT ")]
+        if not line:
+            print(f"process {i}: no result (rc {cp.returncode}): {cp.stderr[-400:]}", flush=True)
+            continue
+        r = json.loads(line[0][7:])
+        res.append(r)
+        for path, rec in r["paths"].items():
+            ks = sorted(set(rec.get("kernels", [])))
+            print(f"process {i} {path[:44]:44s} us {rec.get('us')} again {rec.get('us_again')} "
+                  f"{rec.get('error', '')} kernels {ks}", flush=True)
+    dest = os.environ.get("OUT", ".")
+    with open(os.path.join(dest, "kernel_probe.json"), "a") as fh:
+        fh.write(json.dumps({"problem": key, "processes": res}) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
