@@ -6,7 +6,9 @@ conv1 ran 170.4 us; in both tuning processes and the heuristic process it ran 14
 processes; each one times, for every PATH (a cuDNN plan key, `heuristic` or `benchmark` for
 PyTorch's paths), the convolution on PLACEMENTS different buffer sets (separate allocations with
 spacers between, so the addresses differ), CUDA events over 50 calls after a warm-up, and records
-the CUDA kernels one call launches (torch.profiler). Plain code, no tuner.
+the CUDA kernels one call launches (torch.profiler: name, grid, block, registers, shared memory).
+A PATH `sources:<plan name>` builds that plan name from each source (heuristic modes A, B,
+FALLBACK, engine enumeration; plan cache cleared between) and times each. Plain code, no tuner.
 
     python scripts/gpu/kernel_probe.py PROBLEM_KEY PROCS PATH [PATH ...]
 
@@ -26,6 +28,10 @@ CALLS = 50
 
 
 def _kernels(fn: Any) -> list[str]:
+    """The kernels one call launches: name, grid, block, registers, shared memory (from the
+    profiler's trace, so two launches of one kernel name with different grids show apart)."""
+    import tempfile
+
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -33,11 +39,65 @@ def _kernels(fn: Any) -> list[str]:
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize()
-    names = []
-    for ev in prof.events():
-        if getattr(ev, "device_type", None) is not None and "CUDA" in str(ev.device_type):
-            names.append(ev.name[:120])
-    return names
+    with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
+        prof.export_chrome_trace(tmp.name)
+        events = json.load(open(tmp.name)).get("traceEvents", [])
+    out = []
+    for ev in events:
+        if ev.get("cat") in ("kernel", "gpu_memset"):
+            a = ev.get("args", {})
+            out.append(f"{ev.get('name', '')[-90:]} grid={a.get('grid')} block={a.get('block')} "
+                       f"regs={a.get('registers per thread')} smem={a.get('shared memory')} "
+                       f"dur={ev.get('dur')}")
+    return out
+
+
+def _run_plan(p: Any, plan: Any) -> dict[str, Any]:
+    from convdoctor.tune.gpu import cudnn_plan as cp
+
+    (ra, rb), ro = plan.input_roles, plan.output_role
+    a = cp.empty_for(p, ra, "cuda:0").uniform_(-1, 1)
+    b = cp.empty_for(p, rb, "cuda:0").uniform_(-1, 1)
+    o = cp.empty_for(p, ro, "cuda:0")
+    ws = plan.workspace()
+
+    def fn() -> None:
+        plan.execute(a, b, o, workspace=ws, check=False)
+
+    res = {"us": [round(_time(fn), 2) for _ in range(3)], "ws": plan.workspace_bytes,
+           "kernels": _kernels(fn)}
+    plan.release_workspace()
+    return res
+
+
+def _sources(p: Any, name: str) -> dict[str, Any]:
+    """The plan of this name as each source builds it (heuristic modes A, B, FALLBACK and engine
+    enumeration), cache cleared between them: does one name run the same everywhere?"""
+    import torch
+
+    from convdoctor.tune.gpu import cudnn_plan as cp
+    from convdoctor.tune.gpu.policy import HEUR_MODES, parse_plan_name
+
+    h = cp.get_handle(0)
+    found: dict[str, Any] = {}
+    srcs: list[tuple[str, Any]] = [(m, lambda m=m: cp._mode_plans(p, h, m, 0, only=name))
+                                   for m in HEUR_MODES]
+    eng, _ = parse_plan_name(name)
+    srcs.append(("enum", lambda: cp._engine_plans(p, h, eng, 0, limit=64, per_knob=8)))
+    for tag, gen in srcs:
+        cp.clear_cache()
+        plan = None
+        for info, pl in gen():
+            if info.name == name and pl is not None:
+                plan = pl
+                break
+        if plan is None:
+            found[tag] = "not offered"
+            continue
+        found[tag] = _run_plan(p, plan)
+        torch.cuda.empty_cache()
+    cp.clear_cache()
+    return found
 
 
 def _time(fn: Any) -> float:
@@ -80,6 +140,12 @@ def child(problem_key: str, paths: list[str]) -> dict[str, Any]:
                            "paths": {}}
     for path in paths:
         rec: dict[str, Any] = {}
+        if path.startswith("sources:"):
+            try:
+                out["paths"][path] = _sources(p, path[len("sources:"):])
+            except Exception as exc:  # noqa: BLE001
+                out["paths"][path] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            continue
         try:
             if path in ("heuristic", "benchmark"):
                 def mk(s: Any, path: str = path) -> Any:
@@ -121,6 +187,10 @@ def main() -> int:
         r = json.loads(line[0][7:])
         res.append(r)
         for path, rec in r["paths"].items():
+            if path.startswith("sources:"):
+                for tag, v in rec.items():
+                    print(f"process {i} {path[:50]} {tag}: {v}", flush=True)
+                continue
             ks = sorted(set(rec.get("kernels", [])))
             print(f"process {i} {path[:44]:44s} us {rec.get('us')} again {rec.get('us_again')} "
                   f"{rec.get('error', '')} kernels {ks}", flush=True)
