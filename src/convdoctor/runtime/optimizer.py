@@ -433,7 +433,8 @@ def _ranked_keys(result: Any, transposed: bool, plan_penalty_s: float = PLAN_PEN
 
     ok.sort(key=cost)
     # Within the tuner's noise band of the best cost, the tuner's winner is trusted (its tie rules:
-    # a pinned kernel, smaller workspace, deterministic); beyond it, the measured cost decides.
+    # a pinned kernel within the tie floor, smaller workspace, deterministic); beyond it, the
+    # measured cost decides.
     band = float(getattr(result, "noise_band", 0.0) or 0.0)
     if ok and win is not None:
         wi = next((i for i, s in enumerate(ok) if s.candidate.key == win.key), None)
