@@ -256,3 +256,41 @@ def test_twin_runs_a_candidate_in_the_heuristic_process(backend) -> None:
     r.close()
     with pytest.raises(CandidateUnsupported):
         backend.prepare(p, Candidate("twin:torch:benchmark", "cuda"))
+
+
+def test_refinement_learns_knob_numbers_and_its_plans_rebuild_by_name(backend) -> None:
+    """Knob-space refinement on a layer where session 10's probe found a faster neighbour:
+    every knob type of the fastest engine maps to a plan-name number, every kept plan is new,
+    builds again by its name alone (what the database and `optimize` do) and computes the
+    convolution correctly."""
+    import torch
+
+    from convdoctor.tune.backend import Candidate
+    from convdoctor.tune.gpu import cudnn_plan as cp
+    from convdoctor.tune.gpu import policy, refine
+
+    p = P("fprop n=32 c=256 h=14 w=14 k=256 r=3 s=3 pad=1 dtype=float32 math=tf32")
+    backend.release(p)
+    en = cp.enumerate_plans(p, device=0, enumerate_engines=False)
+    sets = backend.placements_for(p).sets
+    res = refine.refine(p, en, refine.event_timer(p, sets[0]), device=0, budget_s=10.0)
+    assert res.seeds, res.notes
+    eng, _ = policy.parse_plan_name(res.seeds[0])
+    spec, mapping = cp.engine_knobs(p, cp.get_handle(0), eng)
+    assert spec and len(mapping) == len(spec), (spec, mapping)
+    assert res.built > 0 and res.quick_us, res.notes
+    listed = {p_.name for p_ in en.plans}
+    for info in res.plans:
+        assert info.name not in listed and info.source == "refine"
+    names = [i.name for i in res.plans]
+    cp.clear_cache()
+    for name in names:
+        plan = cp.ConvPlan.build(p, name)
+        assert policy.parse_plan_name(plan.name) == policy.parse_plan_name(name)
+        r = backend.prepare(p, Candidate(plan.key, "cuda", plan.workspace_bytes))
+        r.warmup()
+        c = r.check()
+        assert c.ok, (name, c.detail)
+        r.close()
+    backend.release(None)
+    torch.cuda.synchronize()

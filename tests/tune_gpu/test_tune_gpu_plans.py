@@ -162,7 +162,7 @@ def test_backend_candidates_cap_keeps_rank_order_and_marks_determinism(monkeypat
 
     be = object.__new__(gb.CudaBackend)
     be.device, be.enumerate_engines, be.max_extra, be.enum_budget_s = 0, True, 8, 1.0
-    be.cudnn_error, be.max_plans = "", 0
+    be.cudnn_error, be.max_plans, be.refine = "", 0, False
     en = cudnn_plan.enumerate_plans(P(f"fprop {BASE} dtype=float16"), device=0, handle=1,
                                     max_extra=4)
     monkeypatch.setattr(cudnn_plan, "enumerate_plans", lambda *a, **k: en)

@@ -28,6 +28,21 @@ HEUR: dict[str, list[tuple[int, dict[int, int]]]] = {
     "FALLBACK": [(1, {}), (5, {}), (6, {})],  # engine 6 does not exist: never builds
 }
 UNSUPPORTED: set[str] = {"eng6"}
+# True: knob types come back as `KnobType` objects numbered unlike the plan names' knob numbers,
+# as cudnn-frontend's Python enum is (tests of learning the map turn it on)
+FRONTEND_TYPES = {"on": False}
+
+
+@dataclass(frozen=True)
+class KnobType:
+    backend: int
+
+    def __int__(self) -> int:
+        return self.backend + 100  # the frontend's own numbering differs from the backend's
+
+    def __str__(self) -> str:
+        # TILE_SIZE is a name convdoctor's table knows; the others must be learned from names
+        return "knob_type." + {2: "TILE_SIZE"}.get(self.backend, f"K{self.backend}")
 
 
 def name_of(engine: int, knobs: dict[int, int]) -> str:
@@ -104,7 +119,13 @@ class FakeGraph:
     def create_execution_plan(self, engine: int, knobs: dict[Any, int]) -> None:
         if engine not in ENGINES:
             raise RuntimeError("CUDNN_BACKEND_API_FAILED: engine not available")
-        self.configs.append((engine, {int(k): int(v) for k, v in knobs.items()}))
+        nums = {(k.backend if isinstance(k, KnobType) else int(k)): int(v)
+                for k, v in knobs.items()}
+        ranges = {t: (lo, hi) for t, lo, hi, _st in ENGINES[engine]["knobs"]}
+        for n, v in nums.items():
+            if n not in ranges or not ranges[n][0] <= v <= ranges[n][1]:
+                raise RuntimeError(f"CUDNN_STATUS_BAD_PARAM: knob {n}={v} not valid")
+        self.configs.append((engine, nums))
         self.barred.append(False)
 
     def get_engine_count(self) -> int:
@@ -113,7 +134,8 @@ class FakeGraph:
     def get_knobs_for_engine(self, engine: int) -> list[Any]:
         if engine not in ENGINES:
             raise RuntimeError("engine does not support the graph")
-        return [types.SimpleNamespace(type=t, min_value=lo, max_value=hi, stride=st)
+        mk = KnobType if FRONTEND_TYPES["on"] else (lambda t: t)
+        return [types.SimpleNamespace(type=mk(t), min_value=lo, max_value=hi, stride=st)
                 for t, lo, hi, st in ENGINES[engine]["knobs"]]
 
     def deselect_numeric_notes(self, notes: list[str]) -> None:

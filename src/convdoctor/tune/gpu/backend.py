@@ -427,6 +427,11 @@ class CudaBackend:
             enum_budget_s = _env_num("CONVDOCTOR_CUDNN_ENUM_BUDGET_S", 2.0, float)
         # optional cap on cuDNN candidates per problem (heuristic rank order kept): 0 = no cap
         self.max_plans = _env_num("CONVDOCTOR_CUDNN_MAX_PLANS", 0, int)
+        # knob-space refinement around the fastest plans (`refine.py`): on unless
+        # CONVDOCTOR_CUDNN_REFINE=0; CONVDOCTOR_CUDNN_REFINE_BUDGET_S bounds it (default 4 s)
+        self.refine = env.get("CONVDOCTOR_CUDNN_REFINE", "1").strip() not in ("0", "no", "off")
+        self.refine_budget_s = _env_num("CONVDOCTOR_CUDNN_REFINE_BUDGET_S", 4.0, float)
+        self.last_refinement: Any = None
         self.enumerate_engines = bool(enumerate_engines)
         self.max_extra = int(max_extra)
         self.enum_budget_s = float(enum_budget_s)
@@ -543,11 +548,36 @@ class CudaBackend:
             heur = [p for p in built if p.source != "enum"]
             n_enum = min(len(enum), max(0, self.max_plans // 4)) if heur else len(enum)
             built = heur[: self.max_plans - n_enum] + enum[:n_enum]
+        built = built + self._refined(problem, en)
         for p in built:
             det = "NONDETERMINISTIC" not in p.notes and "notes-unknown" not in p.notes
             notes = (f"source={p.source}",) + tuple(n.lower() for n in p.notes)
+            ref = self.last_refinement
+            if ref is not None and p.name in ref.origin:
+                seed = ref.origin[p.name]
+                notes += (f"one knob from {seed}: quick {ref.quick_us[p.name]:.1f} us vs "
+                          f"{ref.quick_us[seed]:.1f} us",)
             out.append(Candidate(policy.cudnn_key(p.name), "cuda", p.workspace_bytes, det, notes))
         return out
+
+    def _refined(self, problem: ConvProblem, en: Any) -> list[Any]:
+        """Plans one knob away from the fastest ones (`refine.py`), or [] when refinement is off
+        or fails (the failure is kept in `last_refinement`'s notes, never raised)."""
+        self.last_refinement = None
+        if not self.refine or self.refine_budget_s <= 0:
+            return []
+        from . import refine
+
+        try:
+            sets = self.placements_for(problem).sets
+            timer = refine.event_timer(problem, sets[0])
+            res = refine.refine(problem, en, timer, device=self.device,
+                                budget_s=self.refine_budget_s)
+        except Exception as exc:  # noqa: BLE001 - refinement only adds candidates
+            res = refine.Refinement(plans=[], notes=[f"refinement failed: {type(exc).__name__}: "
+                                                     f"{' '.join(str(exc).split())[:200]}"])
+        self.last_refinement = res
+        return list(res.plans)
 
     def candidates(self, problem: ConvProblem) -> list[Candidate]:
         self.release(problem)

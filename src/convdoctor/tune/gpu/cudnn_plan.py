@@ -232,6 +232,12 @@ class ConvPlan:
                         if plan is not None:
                             return plan
                         last = info.reason
+            named = _named_plan(problem, h, plan_name, dev)
+            if named is not None:
+                info, plan = named
+                if plan is not None:
+                    return plan
+                last = info.reason
             engine, _ = policy.parse_plan_name(plan_name)
             for info, plan in _engine_plans(problem, h, engine, dev):
                 if info.name == plan_name:
@@ -385,6 +391,102 @@ def _engine_plans(problem: ConvProblem, h: Any, engine: int, dev: int, *, per_kn
         if skip is not None and str(g.graph.get_plan_name_at_index(i)) in skip:
             continue
         yield _build_index(problem, g, i, dev, "enum")
+
+
+# (problem key, engine id) -> (frontend knob specs, frontend knob type -> cuDNN knob number)
+_KNOB_MAPS: dict[tuple[str, int], tuple[list[tuple[Any, int, int, int]], dict[Any, int]]] = {}
+
+
+def engine_knobs(problem: ConvProblem, h: Any, engine: int
+                 ) -> tuple[list[tuple[Any, int, int, int]], dict[Any, int]]:
+    """An engine's knobs as (frontend type, min, max, stride), and which plan-name knob number
+    (`k<n>`) each type is. The Python API numbers knob types differently from the backend
+    numbers in plan names: a type's number comes from its name (`policy.knob_number_by_name`),
+    and for names the table lacks it is learned from plan names (`policy.knob_number_map`): one
+    plan with every knob at its minimum, then one per knob with only that knob moved.
+    Raises RuntimeError when the engine does not take the problem's graph."""
+    hit = _KNOB_MAPS.get((problem.key(), engine))
+    if hit is not None:
+        return hit
+    try:
+        g = _new_graph(problem, h, "enum")
+        knobs = g.graph.get_knobs_for_engine(engine)
+    except Exception as exc:  # noqa: BLE001
+        raise RuntimeError(f"engine {engine} does not take this graph: "
+                           f"{' '.join(str(exc).split())[:200]}") from None
+    spec = [(k.type, int(k.min_value), int(k.max_value), int(k.stride)) for k in knobs
+            if not str(k.type).endswith("NOT_SET")]
+    mapping: dict[Any, int] = {}
+    for t, *_r in spec:
+        n = policy.knob_number_by_name(t)
+        if n is not None:
+            mapping[t] = n
+    if len(mapping) == len(spec):
+        out = (spec, mapping)
+        with _LOCK:
+            _KNOB_MAPS[(problem.key(), engine)] = out
+        return out
+    base = {t: lo for t, lo, _hi, _st in spec}
+
+    def name_for(combo: dict[Any, int]) -> dict[int, int] | None:
+        try:
+            g.graph.create_execution_plan(engine, combo)
+        except Exception:  # noqa: BLE001 - this setting is not valid for the engine
+            return None
+        name = str(g.graph.get_plan_name_at_index(int(g.graph.get_execution_plan_count()) - 1))
+        try:
+            return policy.parse_plan_name(name)[1]
+        except ValueError:
+            return None
+
+    base_knobs = name_for(base)
+    if base_knobs is not None:
+        changed: dict[Any, dict[int, int]] = {}
+        for t, lo, hi, st in spec:
+            if hi <= lo or st <= 0:
+                if len(spec) == len(base_knobs) == 1:  # the only knob: nothing else it can be
+                    changed[t] = {}
+                continue
+            for v in (lo + st, hi):
+                got = name_for({**base, t: v})
+                if got is not None:
+                    changed[t] = got
+                    break
+        mapping = {**policy.knob_number_map(base_knobs, changed), **mapping}
+        # a knob that cannot move (min == max) still shows in names: give it the number left over
+        left = [n for n in base_knobs if n not in mapping.values()]
+        fixed = [t for t, lo, hi, _st in spec if t not in mapping and hi <= lo]
+        if len(left) == 1 and len(fixed) == 1:
+            mapping[fixed[0]] = left[0]
+    out = (spec, mapping)
+    with _LOCK:
+        _KNOB_MAPS[(problem.key(), engine)] = out
+    return out
+
+
+def _named_plan(problem: ConvProblem, h: Any, name: str, dev: int, source: str = "enum"
+                ) -> tuple[PlanInfo, ConvPlan | None] | None:
+    """Build exactly the engine configuration `name` (its own graph), or None when the name's
+    knobs cannot be set through this frontend (an unknown knob number, or the built name differs)."""
+    engine, knobs = policy.parse_plan_name(name)
+    try:
+        spec, mapping = engine_knobs(problem, h, engine)
+    except RuntimeError:
+        return None
+    by_number = {n: t for t, n in mapping.items()}
+    # knobs the frontend cannot set (NOT_SET types) are left at cuDNN's choice: the name check
+    # below accepts the plan only when that choice is the one the name asks for
+    combo = {by_number[n]: v for n, v in knobs.items() if n in by_number}
+    try:
+        g = _new_graph(problem, h, source)
+        g.graph.create_execution_plan(engine, combo)
+    except Exception as exc:  # noqa: BLE001 - cuDNN refuses this knob setting here
+        return PlanInfo(name, source, False, 0,
+                        f"engine config not accepted: {' '.join(str(exc).split())[:200]}"), None
+    if policy.parse_plan_name(str(g.graph.get_plan_name_at_index(0))) != (engine, knobs):
+        return None  # (the same configuration may list its knobs in another order)
+    _apply_filter(problem, g)
+    return _build_index(problem, g, 0, dev, source)
 
 
 def probe_engine_notes(problem: ConvProblem, h: Any, engine: int, combo: dict[Any, int],
@@ -553,6 +655,14 @@ def cached_plan(problem: ConvProblem, name: str, device: int) -> ConvPlan | None
 def clear_cache() -> None:
     with _LOCK:
         _PLANS.clear()
+        _KNOB_MAPS.clear()
+
+
+def forget_plans(problem: ConvProblem, names: list[str], device: int) -> None:
+    """Drop these plans of the problem from the cache (a holder elsewhere keeps its own)."""
+    with _LOCK:
+        for n in names:
+            _PLANS.pop((device, problem.key(), n), None)
 
 
 def drop_plans(keep_problem_key: str | None = None) -> int:
@@ -563,4 +673,6 @@ def drop_plans(keep_problem_key: str | None = None) -> int:
         gone = [k for k in _PLANS if k[1] != keep_problem_key]
         for k in gone:
             del _PLANS[k]
+        for mk in [mk for mk in _KNOB_MAPS if mk[0] != keep_problem_key]:
+            del _KNOB_MAPS[mk]
     return len(gone)

@@ -142,6 +142,63 @@ def knob_combinations(knobs: Sequence[tuple[object, int, int, int]], *, per_knob
     return out
 
 
+def knob_axis(min_value: int, max_value: int, stride: int, limit: int = 32) -> list[int]:
+    """Every value of a knob's range when there are at most `limit`, else `limit` spread values
+    (both ends kept): the axis a knob-space search walks."""
+    if stride <= 0 or max_value < min_value:
+        return [min_value]
+    if (max_value - min_value) // stride + 1 <= limit:
+        return list(range(min_value, max_value + 1, stride))
+    return knob_values(min_value, max_value, stride, limit)
+
+
+def neighbor_settings(axes: Sequence[Sequence[int]], seed: Sequence[int]) -> list[tuple[int, ...]]:
+    """Knob settings one knob away from `seed`: each knob in turn walks its whole axis while the
+    others keep the seed's values (the seed itself excluded, no duplicates, a fixed order)."""
+    if len(axes) != len(seed):
+        raise ValueError(f"{len(seed)} seed values for {len(axes)} knobs")
+    base = tuple(int(v) for v in seed)
+    out: list[tuple[int, ...]] = []
+    seen = {base}
+    for j, axis in enumerate(axes):
+        for v in axis:
+            c = base[:j] + (int(v),) + base[j + 1:]
+            if c not in seen:
+                seen.add(c)
+                out.append(c)
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _knob_table() -> dict[str, int]:
+    text = resources.files("convdoctor.tune.gpu").joinpath("data/knob_numbers.json").read_text()
+    return {str(k): int(v) for k, v in json.loads(text)["numbers"].items()}
+
+
+def knob_number_by_name(knob_type: object) -> int | None:
+    """The plan-name knob number of a frontend knob type, from its name (`knob_type.TILEK` ->
+    13, data/knob_numbers.json), or None for a name the table does not list."""
+    name = str(knob_type).rsplit(".", 1)[-1].split(":")[0].strip().upper()
+    return _knob_table().get(name)
+
+
+def knob_number_map(base: dict[int, int], changed: dict[object, dict[int, int]]
+                    ) -> dict[object, int]:
+    """Which cuDNN knob number (the `k<n>` of plan names) each frontend knob type is.
+
+    cudnn-frontend's Python knob types are numbered differently from the backend's knob numbers
+    that plan names carry. `base` is the parsed knobs of a plan built with every knob at one
+    setting; `changed[t]` the parsed knobs of the same setting with only knob type `t` changed.
+    A type maps to the one knob number whose value differs; types with no single difference
+    (the change was not accepted, or did not show in the name) are left out."""
+    out: dict[object, int] = {}
+    for t, knobs in changed.items():
+        diff = [n for n in set(base) | set(knobs) if base.get(n) != knobs.get(n)]
+        if len(diff) == 1:
+            out[t] = diff[0]
+    return out
+
+
 # ---------------------------------------------------------------- tolerances
 @functools.lru_cache(maxsize=1)
 def _tolerance_table() -> dict[str, object]:

@@ -1,0 +1,189 @@
+"""Knob-space refinement: cuDNN engine configurations next to the fastest heuristic plans.
+
+cuDNN's heuristics list a few configurations of each engine (tile size, cluster shape, ...), and
+the bounded enumeration in `cudnn_plan.enumerate_plans` tries each knob only at its ends and
+middle. On the H100 (session 10, `scripts/gpu/knob_explore.py`) configurations one knob away from
+the fastest heuristic plan ran 1-4% faster on several fp32 layers (whisper conv2 4.0%, ResNet-50
+3x3 at 14x14 3.2%, Inception 4a 2.3%). This module finds them cheaply, before the harness:
+
+1. every built cuDNN plan of the enumeration gets a quick time (CUDA events, a few calls, no
+   statistics: a ranking, not a result);
+2. the fastest plan of each of the fastest `engines` engines is a seed; every setting one knob
+   away from it (`policy.neighbor_settings`, each knob over its whole range) is built and given
+   a quick time; if the best neighbour beats the seed by more than 1% it becomes the next seed
+   (`rounds` times at most);
+3. the `keep` fastest new plans whose quick time is within `margin` of the fastest plan seen go
+   to the harness as ordinary candidates (source `refine`), where they are warmed up, checked
+   against the float64 reference and measured like every other candidate.
+
+All of it runs within `budget_s`; plans not kept are dropped from the plan cache.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from . import cudnn_plan as cp
+from . import policy
+
+if TYPE_CHECKING:
+    from ...problem import ConvProblem
+
+SOURCE = "refine"
+MAX_WORKSPACE = 1 << 30  # a neighbour asking for more than 1 GiB of workspace is not timed
+
+
+@dataclass
+class Refinement:
+    """What refinement did for one problem."""
+
+    plans: list[cp.PlanInfo]                    # kept for the harness, fastest first
+    quick_us: dict[str, float] = field(default_factory=dict)  # every plan it timed
+    seeds: list[str] = field(default_factory=list)
+    origin: dict[str, str] = field(default_factory=dict)  # new plan -> the seed it came from
+    tried: int = 0                              # knob settings offered to cuDNN
+    built: int = 0                              # new plans that built
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def event_timer(problem: ConvProblem, buffers: dict[str, Any]) -> Callable[[cp.ConvPlan], float]:
+    """A quick timer: the best per-call time (us) of two batches of 3 calls after one warm-up
+    call, on `buffers` (role -> tensor, e.g. the problem's first placement)."""
+    import torch
+
+    (ra, rb), ro = policy.io_roles(problem.direction)
+    a, b, out = buffers[ra], buffers[rb], buffers[ro]
+
+    def timer(plan: cp.ConvPlan) -> float:
+        ws = plan.workspace()
+        try:
+            plan.execute(a, b, out, workspace=ws, check=False)
+            torch.cuda.synchronize()
+            best = float("inf")
+            for _ in range(2):
+                s = torch.cuda.Event(enable_timing=True)
+                e = torch.cuda.Event(enable_timing=True)
+                s.record()
+                for _ in range(3):
+                    plan.execute(a, b, out, workspace=ws, check=False)
+                e.record()
+                e.synchronize()
+                best = min(best, s.elapsed_time(e) / 3 * 1e3)
+            return best
+        finally:
+            plan.release_workspace()
+
+    return timer
+
+
+def _canon(name: str) -> tuple[int, tuple[tuple[int, int], ...]] | None:
+    try:
+        eng, knobs = policy.parse_plan_name(name)
+    except ValueError:
+        return None
+    return eng, tuple(sorted(knobs.items()))
+
+
+def refine(problem: ConvProblem, en: cp.Enumeration, timer: Callable[[cp.ConvPlan], float], *,
+           device: int = 0, handle: Any = None, engines: int = 2, keep: int = 4,
+           rounds: int = 2, budget_s: float = 4.0, margin: float = 0.02,
+           chunk: int = 32) -> Refinement:
+    """Plans one knob away from the fastest plans of `en` (see the module docstring)."""
+    t0 = time.perf_counter()
+    deadline = t0 + budget_s
+    h = handle if handle is not None else cp.get_handle(device)
+    res = Refinement(plans=[])
+    by_name = {p.name: p for p in en.built() if _canon(p.name) is not None}
+    for name in by_name:
+        plan = cp.cached_plan(problem, name, device)
+        if plan is None or plan.workspace_bytes > MAX_WORKSPACE:
+            continue
+        try:
+            res.quick_us[name] = float(timer(plan))
+        except Exception as exc:  # noqa: BLE001 - the harness will report this plan's failure
+            res.notes.append(f"{name}: quick run failed: {' '.join(str(exc).split())[:120]}")
+    if not res.quick_us:
+        res.notes.append("no built cuDNN plan to start from")
+        res.seconds = time.perf_counter() - t0
+        return res
+    ranked = sorted(res.quick_us, key=res.quick_us.__getitem__)
+    best_known = res.quick_us[ranked[0]]
+    for name in ranked:
+        if all(policy.parse_plan_name(s)[0] != policy.parse_plan_name(name)[0]
+               for s in res.seeds):
+            res.seeds.append(name)
+        if len(res.seeds) >= engines:
+            break
+    known = {_canon(p.name) for p in en.plans}
+    found: dict[str, cp.PlanInfo] = {}
+    for seed in res.seeds:
+        engine, _ = policy.parse_plan_name(seed)
+        try:
+            spec, mapping = cp.engine_knobs(problem, h, engine)
+        except RuntimeError as exc:
+            res.notes.append(str(exc))
+            continue
+        if not spec:
+            continue
+        if any(t not in mapping for t, *_r in spec):
+            res.notes.append(f"eng{engine}: knob numbers not learned; not refined")
+            continue
+        axes = [policy.knob_axis(lo, hi, st) for _t, lo, hi, st in spec]
+        cur, cur_t = seed, res.quick_us[seed]
+        notes = by_name[seed].notes
+        for _ in range(max(1, rounds)):
+            knobs = policy.parse_plan_name(cur)[1]
+            if any(mapping[t] not in knobs for t, *_r in spec):
+                res.notes.append(f"{cur}: a knob of eng{engine} is not in its name; not refined")
+                break
+            combos = policy.neighbor_settings(axes, [knobs[mapping[t]] for t, *_r in spec])
+            best: tuple[str, float] | None = None
+            for start in range(0, len(combos), chunk):
+                if time.perf_counter() > deadline:
+                    res.notes.append("refinement time budget spent")
+                    break
+                g = cp._new_graph(problem, h, SOURCE)
+                for c in combos[start:start + chunk]:
+                    res.tried += 1
+                    try:
+                        g.graph.create_execution_plan(
+                            engine, {t: v for (t, *_r), v in zip(spec, c, strict=True)})
+                    except Exception:  # noqa: BLE001 - not a valid setting for this engine
+                        continue
+                cp._apply_filter(problem, g)
+                for i in range(int(g.graph.get_execution_plan_count())):
+                    name = str(g.graph.get_plan_name_at_index(i))
+                    canon = _canon(name)
+                    if canon is None or canon in known:
+                        continue
+                    known.add(canon)
+                    info, plan = cp._build_index(problem, g, i, device, SOURCE)
+                    if plan is None or plan.workspace_bytes > MAX_WORKSPACE:
+                        continue
+                    res.built += 1
+                    try:
+                        tq = float(timer(plan))
+                    except Exception:  # noqa: BLE001 - builds but does not run: not a candidate
+                        continue
+                    res.quick_us[name] = tq
+                    found[name] = cp.PlanInfo(info.name, SOURCE, True, info.workspace_bytes,
+                                              "", notes)
+                    res.origin[name] = cur
+                    if best is None or tq < best[1]:
+                        best = (name, tq)
+            if best is None or best[1] >= cur_t * 0.99 or time.perf_counter() > deadline:
+                break
+            cur, cur_t = best
+    fastest = min(res.quick_us.values())
+    limit = min(best_known, fastest) * (1.0 + margin)
+    kept = sorted((n for n in found if res.quick_us[n] <= limit), key=res.quick_us.__getitem__)
+    res.plans = [found[n] for n in kept[:keep]]
+    res.origin = {n: res.origin[n] for n in kept[:keep]}
+    keep_names = {p.name for p in res.plans}
+    cp.forget_plans(problem, [n for n in found if n not in keep_names], device)
+    res.seconds = time.perf_counter() - t0
+    return res

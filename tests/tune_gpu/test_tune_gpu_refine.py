@@ -1,0 +1,188 @@
+"""Knob-space refinement and building a plan by its exact name, against the fake cudnn module."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+import tune_gpu_fakes as fk
+
+from convdoctor.problem import ConvProblem
+from convdoctor.tune.gpu import cudnn_plan, policy, refine
+
+
+@pytest.fixture(autouse=True)
+def fake_cudnn(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setitem(sys.modules, "cudnn", fk.make_module())
+    monkeypatch.setitem(fk.FRONTEND_TYPES, "on", True)
+    fk.GRAPHS.clear()
+    cudnn_plan.clear_cache()
+    yield
+    cudnn_plan.clear_cache()
+
+
+PROBLEM = ConvProblem.parse("fprop n=8 c=16 h=14 w=14 k=32 r=3 s=3 pad=1 dtype=float16")
+
+# quick times (us) of the fake's plans: engine 4 gets faster with knob 2, slower with knob 24
+BASE_US = {"eng0_k2=1": 90.0, "eng0_k2=0": 91.0, "eng1": 120.0, "eng2_k17=0": 200.0, "eng5": 110.0}
+
+
+def fake_us(name: str) -> float:
+    if name in BASE_US:
+        return BASE_US[name]
+    eng, knobs = policy.parse_plan_name(name)
+    if eng == 4:
+        return 92.0 - 5.0 * knobs[2] + 3.0 * knobs[24]
+    if eng == 2:
+        return 200.0 - knobs[17]
+    return 150.0
+
+
+def timer(plan: cudnn_plan.ConvPlan) -> float:
+    return fake_us(plan.name)
+
+
+# ---------------------------------------------------------------- pure logic
+def test_knob_axis_is_the_whole_range_when_small() -> None:
+    assert policy.knob_axis(0, 3, 1) == [0, 1, 2, 3]
+    assert policy.knob_axis(1, 16, 1) == list(range(1, 17))
+    assert policy.knob_axis(5, 5, 1) == [5]
+    wide = policy.knob_axis(0, 1000, 1, limit=8)
+    assert len(wide) == 8 and wide[0] == 0 and wide[-1] == 1000
+
+
+def test_neighbor_settings_change_one_knob_at_a_time() -> None:
+    got = policy.neighbor_settings([[0, 1, 2], [0, 1]], (1, 0))
+    assert got == [(0, 0), (2, 0), (1, 1)]
+    assert (1, 0) not in got
+    with pytest.raises(ValueError):
+        policy.neighbor_settings([[0, 1]], (0, 0))
+
+
+def test_knob_number_map_takes_the_single_changed_number() -> None:
+    base = {2: 0, 13: 0, 27: 1}
+    changed = {"TILE": {2: 1, 13: 0, 27: 1}, "CGA_M": {2: 0, 13: 0, 27: 2},
+               "BOTH": {2: 1, 13: 1, 27: 1}}
+    assert policy.knob_number_map(base, changed) == {"TILE": 2, "CGA_M": 27}
+
+
+# ---------------------------------------------------------------- knob numbers and named builds
+def test_engine_knobs_learns_plan_name_numbers_of_frontend_types() -> None:
+    spec, mapping = cudnn_plan.engine_knobs(PROBLEM, 1, 4)
+    assert [int(t) for t, *_ in spec] == [102, 124]  # the frontend's numbering...
+    # TILE_SIZE from the name table, K24 learned from plan names
+    assert {str(t): n for t, n in mapping.items()} == {"knob_type.TILE_SIZE": 2,
+                                                       "knob_type.K24": 24}
+    spec, mapping = cudnn_plan.engine_knobs(PROBLEM, 1, 2)  # K17: learned alone
+    assert {str(t): n for t, n in mapping.items()} == {"knob_type.K17": 17}
+
+
+def test_knob_numbers_by_name_follow_the_backend_enum() -> None:
+    assert policy.knob_number_by_name("knob_type.TILE_SIZE") == 2
+    assert policy.knob_number_by_name("knob_type.TILEK") == 13
+    assert policy.knob_number_by_name("<knob_type.TILE_CGA_N: 15>") == 28
+    assert policy.knob_number_by_name("knob_type.SOMETHING_NEW") is None
+
+
+def test_build_by_name_reaches_a_setting_the_bounded_enumeration_skips() -> None:
+    # engine 2's knob 17 runs 0..8: the bounded search tries 0, 4, 8 only
+    plan = cudnn_plan.ConvPlan.build(PROBLEM, "eng2_k17=5", handle=1, device=0)
+    assert plan.name == "eng2_k17=5"
+    with pytest.raises((LookupError, RuntimeError)):
+        cudnn_plan.ConvPlan.build(PROBLEM, "eng2_k17=9", handle=1, device=0)  # out of range
+
+
+# ---------------------------------------------------------------- refinement
+def enumeration() -> cudnn_plan.Enumeration:
+    return cudnn_plan.enumerate_plans(PROBLEM, device=0, handle=1, enumerate_engines=False)
+
+
+def test_refine_walks_the_knobs_of_the_fastest_engines_and_keeps_the_winner() -> None:
+    en = enumeration()
+    res = refine.refine(PROBLEM, en, timer, device=0, handle=1, engines=2)
+    # seeds: the fastest plan of each of the two fastest engines
+    assert res.seeds == ["eng0_k2=1", "eng4_k2=0_k24=0"]
+    # eng4 k2=3 (77 us) beats every listed plan (best 90 us); its k24=1 neighbour (80 us) is
+    # more than 2% behind it, so only the one is kept
+    assert [p.name for p in res.plans] == ["eng4_k2=3_k24=0"]
+    assert res.plans[0].source == "refine" and res.plans[0].built
+    assert res.origin == {"eng4_k2=3_k24=0": "eng4_k2=0_k24=0"}
+    assert res.quick_us["eng4_k24=1_k2=3" if "eng4_k24=1_k2=3" in res.quick_us
+                        else "eng4_k2=3_k24=1"] == 80.0
+    # the kept plan stays buildable from the cache; the others were dropped
+    assert cudnn_plan.cached_plan(PROBLEM, "eng4_k2=3_k24=0", 0) is not None
+    assert cudnn_plan.cached_plan(PROBLEM, "eng4_k2=1_k24=0", 0) is None
+    # heuristic plans are never offered again under refine
+    assert not {p.name for p in res.plans} & {p.name for p in en.plans}
+
+
+def test_refine_adds_nothing_when_no_neighbour_comes_close() -> None:
+    slow = {**BASE_US, "eng0_k2=0": 140.0}  # (91 us would be within 2% of the best: kept)
+
+    def t(plan: cudnn_plan.ConvPlan) -> float:
+        if plan.name in slow:
+            return slow[plan.name]
+        return 95.0 if plan.name == "eng4_k2=0_k24=0" else 140.0
+
+    res = refine.refine(PROBLEM, enumeration(), t, device=0, handle=1)
+    assert res.plans == [] and res.built > 0
+
+
+def test_refine_stops_at_its_time_budget() -> None:
+    res = refine.refine(PROBLEM, enumeration(), timer, device=0, handle=1, budget_s=0.0)
+    assert res.plans == [] and res.built == 0
+    assert "refinement time budget spent" in res.notes
+
+
+def test_refine_survives_a_plan_that_fails_to_run() -> None:
+    def t(plan: cudnn_plan.ConvPlan) -> float:
+        if plan.name == "eng4_k2=3_k24=0":
+            raise RuntimeError("CUDNN_STATUS_EXECUTION_FAILED")
+        return timer(plan)
+
+    res = refine.refine(PROBLEM, enumeration(), t, device=0, handle=1)
+    assert "eng4_k2=3_k24=0" not in [p.name for p in res.plans]
+    assert [p.name for p in res.plans] == ["eng4_k2=2_k24=0"]  # 82 us, next best
+
+
+def test_backend_offers_refined_plans_with_their_origin(monkeypatch: pytest.MonkeyPatch) -> None:
+    from convdoctor.tune.gpu import backend as gb
+
+    be = object.__new__(gb.CudaBackend)
+    be.device, be.enumerate_engines, be.max_extra, be.enum_budget_s = 0, False, 0, 1.0
+    be.cudnn_error, be.max_plans, be.refine, be.refine_budget_s = "", 0, True, 4.0
+    be.placements_for = lambda p: types.SimpleNamespace(sets=[{}])  # type: ignore[method-assign]
+    en = enumeration()
+    monkeypatch.setattr(cudnn_plan, "enumerate_plans", lambda *a, **k: en)
+    monkeypatch.setattr(refine, "event_timer", lambda p, bufs: timer)
+    real = refine.refine
+    monkeypatch.setattr(refine, "refine", lambda *a, **k: real(*a, **{**k, "handle": 1}))
+    cands = be.cudnn_candidates(PROBLEM)
+    by = {c.key: c for c in cands}
+    assert "cudnn:eng4_k2=3_k24=0" in by
+    notes = by["cudnn:eng4_k2=3_k24=0"].notes
+    assert "source=refine" in notes
+    assert any(n.startswith("one knob from eng4_k2=0_k24=0: quick 77.0 us vs 92.0 us")
+               for n in notes)
+    # refinement off: the listing is the enumeration's alone
+    be.refine = False
+    assert "cudnn:eng4_k2=3_k24=0" not in {c.key for c in be.cudnn_candidates(PROBLEM)}
+
+
+def test_backend_refinement_failure_is_a_note_not_an_error(monkeypatch) -> None:
+    from convdoctor.tune.gpu import backend as gb
+
+    be = object.__new__(gb.CudaBackend)
+    be.device, be.enumerate_engines, be.max_extra, be.enum_budget_s = 0, False, 0, 1.0
+    be.cudnn_error, be.max_plans, be.refine, be.refine_budget_s = "", 0, True, 4.0
+
+    def boom(p: ConvProblem) -> None:
+        raise RuntimeError("CUDA out of memory")
+
+    be.placements_for = boom  # type: ignore[method-assign]
+    en = enumeration()
+    monkeypatch.setattr(cudnn_plan, "enumerate_plans", lambda *a, **k: en)
+    cands = be.cudnn_candidates(PROBLEM)
+    assert cands and all("source=refine" not in c.notes for c in cands)
+    assert "refinement failed: RuntimeError: CUDA out of memory" in be.last_refinement.notes[0]
