@@ -59,10 +59,23 @@ class _Inner:
 
 def test_restricted_backend_offers_twins_of_known_candidates_only() -> None:
     p = ConvProblem.parse("fprop n=1 c=8 h=8 w=8 k=8 r=1 s=1")
-    keys = {"torch:heuristic", "cudnn:e1", TWIN_PREFIX + "cudnn:e1", TWIN_PREFIX + "cudnn:gone"}
+    keys = {"torch:heuristic", "cudnn:e1", TWIN_PREFIX + "cudnn:e1", TWIN_PREFIX + "torch:gone"}
     be = _Restricted(_Inner(), keys)
     cands = {c.key: c for c in be.candidates(p)}
     assert set(cands) == {"torch:heuristic", "cudnn:e1", "twin:cudnn:e1"}
     twin = cands["twin:cudnn:e1"]
     assert twin.workspace_bytes == 4096 and twin.deterministic is False
     assert be.prepare(p, twin) == "twin:cudnn:e1"
+
+
+def test_restricted_backend_offers_a_tuned_cudnn_plan_missing_from_its_listing() -> None:
+    """Knob refinement lists different neighbours in each process: the referee must still time
+    the plan a tuning run chose (built by its name), and its twin."""
+    p = ConvProblem.parse("fprop n=1 c=8 h=8 w=8 k=8 r=1 s=1")
+    keys = {"torch:heuristic", "cudnn:eng67_k2=3", TWIN_PREFIX + "cudnn:eng67_k2=3",
+            "torch:never-listed"}
+    be = _Restricted(_Inner(), keys)
+    cands = {c.key: c for c in be.candidates(p)}
+    assert set(cands) == {"torch:heuristic", "cudnn:eng67_k2=3", "twin:cudnn:eng67_k2=3"}
+    assert "built by its name" in cands["cudnn:eng67_k2=3"].notes[0]
+    assert be.prepare(p, cands["twin:cudnn:eng67_k2=3"]) == "twin:cudnn:eng67_k2=3"

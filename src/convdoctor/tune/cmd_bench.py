@@ -33,6 +33,11 @@ from ..problem import ConvProblem
 from .backend import Candidate, ClockReading
 
 TWIN_PREFIX = "twin:"  # = convdoctor.tune.gpu.policy.TWIN_PREFIX (no torch import here)
+CUDNN_PREFIX = "cudnn:"  # = convdoctor.tune.gpu.policy.CUDNN_PREFIX
+
+# The PyTorch and referee arms only time paths chosen elsewhere: no knob refinement there (it
+# would run cuDNN plans in those processes before PyTorch's paths are timed, and cost time).
+MEASURE_ONLY_ENV = {"CONVDOCTOR_CUDNN_REFINE": "0"}
 
 CONFIGS = {
     "fp32-nchw": ("float32", "nchw", "tf32"),
@@ -111,11 +116,25 @@ class _Restricted:
 
         base = self.inner.candidates(problem)
         out = [c for c in base if c.key in self.keys]
-        # "twin:<key>": <key> again, in the process of PyTorch's heuristic path (GPU backend)
         by = {c.key: c for c in base}
+        # A cuDNN plan chosen by a tuning run need not be in this process's listing (knob
+        # refinement picks its neighbours from quick timings, which differ run to run): it is
+        # offered by name, and its runner builds it by name (session 10: four referee rows had
+        # no tuned time before this).
         for k in sorted(self.keys):
-            if k.startswith(TWIN_PREFIX) and k[len(TWIN_PREFIX):] in by:
-                out.append(replace(by[k[len(TWIN_PREFIX):]], key=k))
+            if k in by or k.startswith(TWIN_PREFIX) or not k.startswith(CUDNN_PREFIX):
+                continue
+            by[k] = Candidate(k, self.name, 0, False, ("not in this process's listing: built by "
+                                                       "its name",))
+            out.append(by[k])
+        # "twin:<key>": <key> again, in the process of PyTorch's heuristic path (GPU backend)
+        for k in sorted(self.keys):
+            inner = k[len(TWIN_PREFIX):]
+            if k.startswith(TWIN_PREFIX) and (inner in by or inner.startswith(CUDNN_PREFIX)):
+                c = by.get(inner) or Candidate(inner, self.name, 0, False,
+                                               ("not in this process's listing: built by its "
+                                                "name",))
+                out.append(replace(c, key=k))
         return out
 
     def prepare(self, problem: ConvProblem, candidate: Candidate) -> Any:
@@ -137,7 +156,8 @@ def _pytorch_arm(problems: list[ConvProblem], spec: str, budget: float, timeout:
     from .worker import WorkerBackend
 
     out: dict[str, Any] = {}
-    with fresh if fresh is not None else WorkerBackend(spec, timeout_s=timeout) as be:
+    with fresh if fresh is not None else WorkerBackend(spec, timeout_s=timeout,
+                                                       env=MEASURE_ONLY_ENV) as be:
         cpu = be.name == "cpu"
         env = be.environment()
         for p in problems:
@@ -222,7 +242,7 @@ def _referee_arm(problems: list[ConvProblem], keys_for: dict[str, list[str]], sp
     from .worker import WorkerBackend
 
     out: dict[str, dict[str, float]] = {}
-    with WorkerBackend(spec, timeout_s=timeout) as be:
+    with WorkerBackend(spec, timeout_s=timeout, env=MEASURE_ONLY_ENV) as be:
         env = be.environment()
         for p in problems:
             keys = set(keys_for.get(p.key(), []))
@@ -277,7 +297,7 @@ def _bench(args: argparse.Namespace) -> int:
     if args.resume and not args.out:
         raise UsageError("--resume needs --out FILE (the run's state is FILE.partial)")
     # The first worker tells us the backend; it then serves (still fresh) as the first PyTorch arm.
-    first = WorkerBackend(args.backend, timeout_s=args.timeout)
+    first = WorkerBackend(args.backend, timeout_s=args.timeout, env=MEASURE_ONLY_ENV)
     backend_name = first.name
     env = first.environment()
     arm_s: dict[str, list[float]] = {"pytorch": [], "tune": [], "referee": []}

@@ -31,9 +31,9 @@ class WorkerDied(RuntimeError):
 
 
 class _WorkerProcess:
-    def __init__(self, spec: str) -> None:
+    def __init__(self, spec: str, extra_env: dict[str, str] | None = None) -> None:
         self.stderr_file = tempfile.TemporaryFile(mode="w+b")
-        env = dict(os.environ)
+        env = {**os.environ, **(extra_env or {})}
         src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self.proc = subprocess.Popen(
@@ -170,8 +170,10 @@ class WorkerBackend:
     """A Backend whose candidates run in a subprocess; see the module docstring."""
 
     def __init__(self, spec: str = "auto", *, timeout_s: float = 60.0,
-                 startup_timeout_s: float = 120.0) -> None:
+                 startup_timeout_s: float = 120.0, env: dict[str, str] | None = None) -> None:
+        """`env`: extra environment variables for the worker process (and its restarts)."""
         self.spec = spec
+        self.extra_env = dict(env or {})
         self.timeout_s = timeout_s
         self.startup_timeout_s = startup_timeout_s
         self.generation = 0
@@ -183,7 +185,7 @@ class WorkerBackend:
         self._env = {str(k): str(v) for k, v in hello.get("environment", {}).items()}
 
     def _start(self) -> dict[str, Any]:
-        self._proc = _WorkerProcess(self.spec)
+        self._proc = _WorkerProcess(self.spec, self.extra_env)
         try:
             rep = self._proc.request({"op": "hello"}, self.startup_timeout_s)
         except WorkerDied as exc:
