@@ -67,6 +67,18 @@ def test_knob_number_map_takes_the_single_changed_number() -> None:
     assert policy.knob_number_map(base, changed) == {"TILE": 2, "CGA_M": 27}
 
 
+def test_seeds_are_the_best_of_each_engine_then_plans_close_to_the_best() -> None:
+    quick = {"eng67_k2=0": 100.0, "eng67_k2=3": 103.0, "eng67_k2=9": 104.9, "eng67_k2=7": 106.0,
+             "eng38_k2=1": 130.0, "eng38_k2=2": 101.0, "eng5": 99.0}
+    ranked = sorted(quick, key=quick.__getitem__)
+    # one per engine for the two fastest engines (eng5, eng67), then within 5% of 99 us
+    assert refine.pick_seeds(ranked, quick) == ["eng5", "eng67_k2=0", "eng38_k2=2", "eng67_k2=3"]
+    # the cap counts the per-engine seeds too; a narrow band keeps only those
+    assert refine.pick_seeds(ranked, quick, band=0.001) == ["eng5", "eng67_k2=0"]
+    assert refine.pick_seeds(ranked, quick, max_seeds=3) == ["eng5", "eng67_k2=0", "eng38_k2=2"]
+    assert refine.pick_seeds([], {}) == []
+
+
 # ---------------------------------------------------------------- knob numbers and named builds
 def test_engine_knobs_learns_plan_name_numbers_of_frontend_types() -> None:
     spec, mapping = cudnn_plan.engine_knobs(PROBLEM, 1, 4)

@@ -428,9 +428,9 @@ class CudaBackend:
         # optional cap on cuDNN candidates per problem (heuristic rank order kept): 0 = no cap
         self.max_plans = _env_num("CONVDOCTOR_CUDNN_MAX_PLANS", 0, int)
         # knob-space refinement around the fastest plans (`refine.py`): on unless
-        # CONVDOCTOR_CUDNN_REFINE=0; CONVDOCTOR_CUDNN_REFINE_BUDGET_S bounds it (default 4 s)
+        # CONVDOCTOR_CUDNN_REFINE=0; CONVDOCTOR_CUDNN_REFINE_BUDGET_S bounds it (default 6 s)
         self.refine = env.get("CONVDOCTOR_CUDNN_REFINE", "1").strip() not in ("0", "no", "off")
-        self.refine_budget_s = _env_num("CONVDOCTOR_CUDNN_REFINE_BUDGET_S", 4.0, float)
+        self.refine_budget_s = _env_num("CONVDOCTOR_CUDNN_REFINE_BUDGET_S", 6.0, float)
         self.last_refinement: Any = None
         self.enumerate_engines = bool(enumerate_engines)
         self.max_extra = int(max_extra)

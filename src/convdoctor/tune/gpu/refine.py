@@ -8,8 +8,8 @@ the fastest heuristic plan ran 1-4% faster on several fp32 layers (whisper conv2
 
 1. every built cuDNN plan of the enumeration gets a quick time (CUDA events, a few calls, no
    statistics: a ranking, not a result);
-2. the fastest plan of each of the fastest `engines` engines is a seed; every setting one knob
-   away from it (`policy.neighbor_settings`, each knob over its whole range) is built and given
+2. the fastest plan of each of the fastest `engines` engines is a seed, and so is every other
+   plan within `seed_band` of the fastest (`pick_seeds`); every setting one knob away from a seed (`policy.neighbor_settings`, each knob over its whole range) is built and given
    a quick time; if the best neighbour beats the seed by more than 1% it becomes the next seed
    (`rounds` times at most);
 3. the `keep` fastest new plans whose quick time is within `margin` of the fastest plan seen go
@@ -88,10 +88,37 @@ def _canon(name: str) -> tuple[int, tuple[tuple[int, int], ...]] | None:
     return eng, tuple(sorted(knobs.items()))
 
 
+def pick_seeds(ranked: list[str], quick_us: dict[str, float], *, engines: int = 2,
+               band: float = 0.05, max_seeds: int = 4) -> list[str]:
+    """Where the knob walks start: the fastest plan of each of the `engines` fastest engines,
+    then every other plan within `band` of the fastest quick time (`max_seeds` in all, fastest
+    first). Session 10 (H100, fp32 suite): with one seed per engine, two tuning runs of the same
+    layer walked from different plans when their quick times swapped places (a plan ran 161.7 us
+    in one process and 152.3 us in another), found different neighbours, and 4 of 88 layers were
+    no longer chosen within 3% run to run; several seeds close to the best make both runs cover
+    the same neighbourhoods."""
+    if not ranked:
+        return []
+    seeds: list[str] = []
+    for name in ranked:
+        eng = policy.parse_plan_name(name)[0]
+        if all(policy.parse_plan_name(s)[0] != eng for s in seeds):
+            seeds.append(name)
+        if len(seeds) >= engines:
+            break
+    best = quick_us[ranked[0]]
+    for name in ranked:
+        if len(seeds) >= max(max_seeds, engines):
+            break
+        if name not in seeds and quick_us[name] <= best * (1.0 + band):
+            seeds.append(name)
+    return sorted(seeds, key=lambda n: (quick_us[n], n))
+
+
 def refine(problem: ConvProblem, en: cp.Enumeration, timer: Callable[[cp.ConvPlan], float], *,
-           device: int = 0, handle: Any = None, engines: int = 2, keep: int = 4,
-           rounds: int = 2, budget_s: float = 4.0, margin: float = 0.02,
-           chunk: int = 32) -> Refinement:
+           device: int = 0, handle: Any = None, engines: int = 2, keep: int = 6,
+           rounds: int = 2, budget_s: float = 6.0, margin: float = 0.02,
+           seed_band: float = 0.05, max_seeds: int = 4, chunk: int = 32) -> Refinement:
     """Plans one knob away from the fastest plans of `en` (see the module docstring)."""
     t0 = time.perf_counter()
     deadline = t0 + budget_s
@@ -112,12 +139,8 @@ def refine(problem: ConvProblem, en: cp.Enumeration, timer: Callable[[cp.ConvPla
         return res
     ranked = sorted(res.quick_us, key=res.quick_us.__getitem__)
     best_known = res.quick_us[ranked[0]]
-    for name in ranked:
-        if all(policy.parse_plan_name(s)[0] != policy.parse_plan_name(name)[0]
-               for s in res.seeds):
-            res.seeds.append(name)
-        if len(res.seeds) >= engines:
-            break
+    res.seeds = pick_seeds(ranked, res.quick_us, engines=engines, band=seed_band,
+                           max_seeds=max_seeds)
     known = {_canon(p.name) for p in en.plans}
     found: dict[str, cp.PlanInfo] = {}
     for seed in res.seeds:
