@@ -156,6 +156,9 @@ def test_refine_survives_a_plan_that_fails_to_run() -> None:
     res = refine.refine(PROBLEM, enumeration(), t, device=0, handle=1)
     assert "eng4_k2=3_k24=0" not in [p.name for p in res.plans]
     assert [p.name for p in res.plans] == ["eng4_k2=2_k24=0"]  # 82 us, next best
+    # the plan that built but did not run is not left in the plan cache either
+    assert cudnn_plan.cached_plan(PROBLEM, "eng4_k2=3_k24=0", 0) is None
+    assert cudnn_plan.cached_plan(PROBLEM, "eng4_k2=2_k24=0", 0) is not None
 
 
 def test_backend_offers_refined_plans_with_their_origin(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -466,8 +466,9 @@ def engine_knobs(problem: ConvProblem, h: Any, engine: int
 
 def _named_plan(problem: ConvProblem, h: Any, name: str, dev: int, source: str = "enum"
                 ) -> tuple[PlanInfo, ConvPlan | None] | None:
-    """Build exactly the engine configuration `name` (its own graph), or None when the name's
-    knobs cannot be set through this frontend (an unknown knob number, or the built name differs)."""
+    """Build exactly the engine configuration `name` (its own graph), or None when the engine's
+    knobs cannot be read or the plan cuDNN builds is named differently (a knob of the name that
+    the frontend cannot set, left at cuDNN's choice, came out another value)."""
     engine, knobs = policy.parse_plan_name(name)
     try:
         spec, mapping = engine_knobs(problem, h, engine)

@@ -9,9 +9,10 @@ the fastest heuristic plan ran 1-4% faster on several fp32 layers (whisper conv2
 1. every built cuDNN plan of the enumeration gets a quick time (CUDA events, a few calls, no
    statistics: a ranking, not a result);
 2. the fastest plan of each of the fastest `engines` engines is a seed, and so is every other
-   plan within `seed_band` of the fastest (`pick_seeds`); every setting one knob away from a seed (`policy.neighbor_settings`, each knob over its whole range) is built and given
-   a quick time; if the best neighbour beats the seed by more than 1% it becomes the next seed
-   (`rounds` times at most);
+   plan within `seed_band` of the fastest (`pick_seeds`); every setting one knob away from a
+   seed (`policy.neighbor_settings`, each knob over its whole range) is built and given a quick
+   time; if the best neighbour beats the seed by more than 1% it becomes the next seed (`rounds`
+   times at most);
 3. the `keep` fastest new plans whose quick time is within `margin` of the fastest plan seen go
    to the harness as ordinary candidates (source `refine`), where they are warmed up, checked
    against the float64 reference and measured like every other candidate.
@@ -138,11 +139,11 @@ def refine(problem: ConvProblem, en: cp.Enumeration, timer: Callable[[cp.ConvPla
         res.seconds = time.perf_counter() - t0
         return res
     ranked = sorted(res.quick_us, key=res.quick_us.__getitem__)
-    best_known = res.quick_us[ranked[0]]
     res.seeds = pick_seeds(ranked, res.quick_us, engines=engines, band=seed_band,
                            max_seeds=max_seeds)
     known = {_canon(p.name) for p in en.plans}
     found: dict[str, cp.PlanInfo] = {}
+    new_names: list[str] = []  # every new plan that built (all leave the cache unless kept)
     for seed in res.seeds:
         engine, _ = policy.parse_plan_name(seed)
         try:
@@ -167,7 +168,8 @@ def refine(problem: ConvProblem, en: cp.Enumeration, timer: Callable[[cp.ConvPla
             best: tuple[str, float] | None = None
             for start in range(0, len(combos), chunk):
                 if time.perf_counter() > deadline:
-                    res.notes.append("refinement time budget spent")
+                    if "refinement time budget spent" not in res.notes:
+                        res.notes.append("refinement time budget spent")
                     break
                 g = cp._new_graph(problem, h, SOURCE)
                 for c in combos[start:start + chunk]:
@@ -185,7 +187,10 @@ def refine(problem: ConvProblem, en: cp.Enumeration, timer: Callable[[cp.ConvPla
                         continue
                     known.add(canon)
                     info, plan = cp._build_index(problem, g, i, device, SOURCE)
-                    if plan is None or plan.workspace_bytes > MAX_WORKSPACE:
+                    if plan is None:
+                        continue
+                    new_names.append(name)
+                    if plan.workspace_bytes > MAX_WORKSPACE:
                         continue
                     res.built += 1
                     try:
@@ -201,12 +206,11 @@ def refine(problem: ConvProblem, en: cp.Enumeration, timer: Callable[[cp.ConvPla
             if best is None or best[1] >= cur_t * 0.99 or time.perf_counter() > deadline:
                 break
             cur, cur_t = best
-    fastest = min(res.quick_us.values())
-    limit = min(best_known, fastest) * (1.0 + margin)
+    limit = min(res.quick_us.values()) * (1.0 + margin)  # listed and new plans alike
     kept = sorted((n for n in found if res.quick_us[n] <= limit), key=res.quick_us.__getitem__)
     res.plans = [found[n] for n in kept[:keep]]
     res.origin = {n: res.origin[n] for n in kept[:keep]}
     keep_names = {p.name for p in res.plans}
-    cp.forget_plans(problem, [n for n in found if n not in keep_names], device)
+    cp.forget_plans(problem, [n for n in new_names if n not in keep_names], device)
     res.seconds = time.perf_counter() - t0
     return res
