@@ -147,6 +147,69 @@ def test_execute_by_role_and_positional_passes_the_right_tensors() -> None:
         plan.execute(dy, check=False)
 
 
+class _Buf:
+    """A tensor stand-in with a device pointer."""
+
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+
+def test_launch_passes_device_pointers_and_one_handle_per_stream() -> None:
+    p = P(f"fprop {BASE} dtype=float16")
+    plan = cudnn_plan.ConvPlan.build(p, "eng1", handle=1, device=0)
+    x, w, y, ws = _Buf(0x100), _Buf(0x200), _Buf(0x300), _Buf(0x400)
+    plan.launch(x, w, y, ws, 77)
+    plan.launch(x, w, y, ws, 77)
+    plan.launch(x, w, y, ws, 88)
+    t = plan._g.tensors
+    runs = plan._g.graph.executed
+    assert [r[0] for r in runs] == [{t["x"]: 0x100, t["w"]: 0x200, t["y"]: 0x300}] * 3
+    assert [r[1] for r in runs] == [0x400] * 3 and {r[2] for r in runs} == {plan.index}
+    # a handle bound to each stream, made once per stream
+    assert set(plan._stream_handles) == {77, 88}
+    assert cudnn_plan._HANDLES[(0, 77)] is plan._stream_handles[77]
+
+
+def test_launch_falls_back_to_tensors_once_when_the_frontend_wants_dlpack() -> None:
+    p = P(f"fprop {BASE} dtype=float16")
+    plan = cudnn_plan.ConvPlan.build(p, "eng1", handle=1, device=0)
+    graph = plan._g.graph
+    real = graph.execute_plan_at_index
+    calls: list[str] = []
+
+    def older_frontend(pack, ws, index, handle=None):  # type: ignore[no-untyped-def]
+        if any(isinstance(v, int) for v in pack.values()):
+            calls.append("ints")
+            raise TypeError("Object does not have the __dlpack__() method")
+        calls.append("tensors")
+        return real(pack, ws, index, handle=handle)
+
+    graph.execute_plan_at_index = older_frontend
+    x, w, y, ws = _Buf(1), _Buf(2), _Buf(3), _Buf(4)
+    plan.launch(x, w, y, ws, 5)
+    plan.launch(x, w, y, ws, 5)
+    assert calls == ["ints", "tensors", "tensors"]  # pointers tried once, then never again
+    t = plan._g.tensors
+    assert graph.executed[-1][0] == {t["x"]: x, t["w"]: w, t["y"]: y}
+
+
+def test_launch_does_not_hide_a_failure_once_pointers_worked() -> None:
+    p = P(f"fprop {BASE} dtype=float16")
+    plan = cudnn_plan.ConvPlan.build(p, "eng1", handle=1, device=0)
+    x, w, y, ws = _Buf(1), _Buf(2), _Buf(3), _Buf(4)
+    plan.launch(x, w, y, ws, 5)
+
+    def failing(pack, ws, index, handle=None):  # type: ignore[no-untyped-def]
+        raise RuntimeError("CUDNN_STATUS_EXECUTION_FAILED")
+
+    plan._g.graph.execute_plan_at_index = failing
+    with pytest.raises(RuntimeError, match="EXECUTION_FAILED"):
+        plan.launch(x, w, y, ws, 5)
+
+
 def test_policy_filter_matches_pytorch_rule() -> None:
     assert policy.note_filter(P(f"fprop {BASE} dtype=float32 math=tf32")).numeric == (
         "DOWN_CONVERT_INPUTS",)
