@@ -92,3 +92,16 @@ def test_the_worker_passes_the_slot_to_its_runner(monkeypatch: pytest.MonkeyPatc
         assert r.time(2, slot=3) == [3e-3, 3e-3]
         assert r.time(1) == [-1e-3]
         r.close()
+
+
+def test_workspace_offsets_give_each_placement_its_own_address() -> None:
+    from convdoctor.tune.gpu.placement import WORKSPACE_STEP, workspace_offsets
+
+    offs = workspace_offsets(89_621_139, 4)
+    assert offs == [0, WORKSPACE_STEP, 2 * WORKSPACE_STEP, 3 * WORKSPACE_STEP]
+    # every offset is 256-byte aligned (cuDNN's alignment) and no two share a 2 MiB phase
+    assert all(o % 256 == 0 for o in offs)
+    assert len({o % (2 << 20) for o in offs}) == 4
+    # nothing to spread: no workspace, or a single placement
+    assert workspace_offsets(0, 4) == [0, 0, 0, 0]
+    assert workspace_offsets(1 << 20, 1) == [0]

@@ -242,6 +242,27 @@ def test_runners_of_a_problem_share_rotating_placements(backend, text: str) -> N
     r2.close()
 
 
+def test_a_plan_runner_rotates_its_workspace_address_with_the_placement(backend) -> None:
+    from convdoctor.tune.gpu.placement import DEFAULT_COUNT, WORKSPACE_STEP
+
+    p = P("fprop n=8 c=512 k=512 w=3199 s=3 stride=2 dtype=float32 math=tf32")
+    cands = backend.candidates(p)
+    c = next(c for c in cands if c.key.startswith("cudnn:") and c.workspace_bytes > 0)
+    r = backend.prepare(p, c)
+    seen = []
+    for slot in range(DEFAULT_COUNT):
+        r._cur = slot
+        seen.append(r.workspace.data_ptr())
+        assert r.workspace.numel() >= c.workspace_bytes
+    r._cur = 0
+    assert [b - seen[0] for b in seen] == [i * WORKSPACE_STEP for i in range(DEFAULT_COUNT)]
+    r.warmup()
+    for slot in range(DEFAULT_COUNT):
+        assert all(t > 0 for t in r.time(2, slot=slot))
+    assert r.check().ok
+    r.close()
+
+
 def test_twin_runs_a_candidate_in_the_heuristic_process(backend) -> None:
     from convdoctor.tune.backend import Candidate, CandidateUnsupported
 

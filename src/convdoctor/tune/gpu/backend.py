@@ -282,18 +282,34 @@ class CudnnPlanRunner(_Runner):
         except (LookupError, RuntimeError, ValueError) as exc:
             raise CandidateUnsupported(str(exc)) from None
         super().__init__(backend, problem, candidate)
-        self.plan.workspace()
+        self._ws_views = self._workspaces()
+
+    def _workspaces(self) -> list[Any]:
+        """One workspace per placement, at different addresses inside one buffer (see
+        `placement.workspace_offsets`): some plans' speed depends on where their workspace lies."""
+        import torch
+
+        from .placement import workspace_offsets
+
+        n = max(1, self.placements)
+        nbytes = max(1, self.plan.workspace_bytes)
+        offs = workspace_offsets(self.plan.workspace_bytes, n)
+        buf = torch.empty(offs[-1] + nbytes, dtype=torch.uint8, device=f"cuda:{self.device}")
+        return [buf[o:o + nbytes] for o in offs]
+
+    @property
+    def workspace(self) -> Any:
+        views = self._ws_views
+        return views[self._cur % len(views)]
 
     def run(self) -> Any:
         import torch
 
-        return self.plan.execute(self.a, self.b, self.out, stream=torch.cuda.current_stream(),
-                                 check=False)
+        return self.plan.execute(self.a, self.b, self.out, workspace=self.workspace,
+                                 stream=torch.cuda.current_stream(), check=False)
 
     def close(self) -> None:
-        plan = getattr(self, "plan", None)
-        if plan is not None:
-            plan.release_workspace()
+        self._ws_views = [None]
         super().close()
 
 
