@@ -254,3 +254,27 @@ def test_graph_routes_rank_plans_without_their_host_cost() -> None:
     assert PLAN_PENALTY_S > 17.8e-6 - 7.1e-6
     assert _ranked_keys(res, transposed=False)[0] == "torch:heuristic"
     assert _ranked_keys(res, transposed=False, plan_penalty_s=0.0) == [plan, "torch:heuristic"]
+
+
+def test_inference_routes_charge_a_plan_only_its_call_cost() -> None:
+    # The same session-6 figures: eager TRAINING pays the autograd Function (PLAN_PENALTY_S, so
+    # PyTorch's path ranks first); eager INFERENCE calls the plan directly, measured ~5 us more
+    # than PyTorch's dispatch, so the plan that is 10.7 us faster ranks first.
+    from convdoctor.problem import ConvProblem
+    from convdoctor.runtime.optimizer import _ranked_keys, plan_penalty
+    from convdoctor.tune.backend import Candidate
+    from convdoctor.tune.result import CandidateStats, TuneResult
+
+    def st(key: str, us: float) -> CandidateStats:
+        return CandidateStats(candidate=Candidate(key, "cuda"), samples=[us * 1e-6] * 5)
+
+    plan = "cudnn:eng67_k2=8"
+    res = TuneResult(problem=ConvProblem.parse("fprop n=2 c=128 h=16 w=16 k=256 r=2 s=2 "
+                                               "stride=2"),
+                     env={}, backend="cuda", winner=Candidate(plan, "cuda"),
+                     candidates=[st(plan, 7.1), st("torch:heuristic", 17.8)])
+    assert _ranked_keys(res, False, plan_penalty(train=True))[0] == "torch:heuristic"
+    assert _ranked_keys(res, False, plan_penalty(train=False)) == [plan, "torch:heuristic"]
+    # a plan faster by less than its call cost still loses in inference
+    res.candidates[0] = st(plan, 12.0)
+    assert _ranked_keys(res, False, plan_penalty(train=False))[0] == "torch:heuristic"

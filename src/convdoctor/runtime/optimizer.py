@@ -409,6 +409,17 @@ def problems_for(rec: dict[str, Any], train: bool) -> dict[str, Any]:
 # on the H100 host (benchmarks/bench_optimize.py overhead(), run of 11:40 UTC: a plan direction
 # costs ~60-80 us more than a flag route). A plan is chosen only when its measured gain covers it.
 PLAN_PENALTY_S = 80e-6
+# Without autograd (inference) a plan route calls the plan straight from the module's forward, no
+# custom Function: on the H100 host (session 11, benchmarks/bench_optimize.py overhead(), after
+# `ConvPlan.launch` cut the per-call path) the forward cost 4.8-5.4 us more than PyTorch's own
+# dispatch (25.99 -> 31.35 us, 40.57 -> 45.37 us). Twice that is charged.
+INFERENCE_PLAN_PENALTY_S = 10e-6
+
+
+def plan_penalty(train: bool) -> float:
+    """Host cost charged to a cuDNN plan route per call: training routes pay the custom autograd
+    Function's cost (PLAN_PENALTY_S), inference routes only the plan call's."""
+    return PLAN_PENALTY_S if train else INFERENCE_PLAN_PENALTY_S
 # torch:benchmark is not a fixed engine: PyTorch caches one cuDNN choice per shape for the whole
 # process regardless of the benchmark flag, so a benchmark route changes what every other path
 # (heuristic routes, unrouted layers, inference after training) gets for that shape. Measured on the
@@ -638,7 +649,8 @@ def _build_routes(sites: dict[str, _site.Site], records: dict[str, list[dict[str
                         res, src = hit
                         if p.key() not in exec_cache:
                             exec_cache[p.key()] = _executors(
-                                _ranked_keys(res, s.transposed), p, dev, report.notes)
+                                _ranked_keys(res, s.transposed, plan_penalty(train)), p, dev,
+                                report.notes)
                         tuned_execs = exec_cache[p.key()]
                         if graph_routes:
                             gk = ("graph", p.key())
@@ -699,7 +711,8 @@ class _FirstSight:
                 if isinstance(p, ConvProblem):
                     res = tuning.lookup(p) or tuning.tune(p)
                     if res is not None and res.winner is not None:
-                        execs = _executors(_ranked_keys(res, False), p, self.dev, [])
+                        execs = _executors(_ranked_keys(res, False, plan_penalty(self.train)),
+                                           p, self.dev, [])
                 chains[d] = _site.build_chain(execs, self.dev)
         finally:
             tuning.close()
