@@ -233,48 +233,45 @@ def test_graph_routes_are_timed_under_graphs_gpu(tmp_path) -> None:
     torch.testing.assert_close(torch.tensor(got), torch.tensor(want), rtol=5e-3, atol=1e-3)
 
 
-def test_graph_routes_rank_plans_without_their_host_cost() -> None:
-    # 3D U-Net, session 6: fprop 2x128x8x16x16 k256 2x2x2/2, eng67 7.1 us vs torch:heuristic
-    # 17.8 us. Eager: a plan call costs PLAN_PENALTY_S of host time, so PyTorch's path ranks
-    # first; in a CUDA graph replay there is no host cost, so the plan does.
+PLAN = "cudnn:eng67_k2=8"
+
+
+def _unet_result(plan_us: float, *extra: tuple[str, float]) -> object:
+    """3D U-Net, session 6: fprop 2x128x8x16x16 k256 2x2x2/2, eng67 (plan_us) vs torch:heuristic
+    17.8 us; the plan is the tuner's winner."""
     from convdoctor.problem import ConvProblem
-    from convdoctor.runtime.optimizer import PLAN_PENALTY_S, _ranked_keys
     from convdoctor.tune.backend import Candidate
     from convdoctor.tune.result import CandidateStats, TuneResult
 
     def st(key: str, us: float) -> CandidateStats:
         return CandidateStats(candidate=Candidate(key, "cuda"), samples=[us * 1e-6] * 5)
 
-    plan = "cudnn:eng67_k2=8"
-    res = TuneResult(problem=ConvProblem.parse("fprop n=2 c=128 h=16 w=16 k=256 r=2 s=2 "
-                                               "stride=2"),
-                     env={}, backend="cuda", winner=Candidate(plan, "cuda"),
-                     candidates=[st(plan, 7.1), st("torch:heuristic", 17.8),
-                                 st("torch:benchmark", 7.4)])
+    return TuneResult(problem=ConvProblem.parse("fprop n=2 c=128 h=16 w=16 k=256 r=2 s=2 stride=2"),
+                      env={}, backend="cuda", winner=Candidate(PLAN, "cuda"),
+                      candidates=[st(PLAN, plan_us), st("torch:heuristic", 17.8),
+                                  *(st(k, us) for k, us in extra)])
+
+
+def test_graph_routes_rank_plans_without_their_host_cost() -> None:
+    # Eager: a plan call costs PLAN_PENALTY_S of host time, so PyTorch's path ranks first (7.1 vs
+    # 17.8 us); in a CUDA graph replay there is no host cost, so the plan does.
+    from convdoctor.runtime.optimizer import PLAN_PENALTY_S, _ranked_keys
+
+    res = _unet_result(7.1, ("torch:benchmark", 7.4))
     assert PLAN_PENALTY_S > 17.8e-6 - 7.1e-6
     assert _ranked_keys(res, transposed=False)[0] == "torch:heuristic"
-    assert _ranked_keys(res, transposed=False, plan_penalty_s=0.0) == [plan, "torch:heuristic"]
+    assert _ranked_keys(res, transposed=False, plan_penalty_s=0.0) == [PLAN, "torch:heuristic"]
 
 
 def test_inference_routes_charge_a_plan_only_its_call_cost() -> None:
-    # The same session-6 figures: eager TRAINING pays the autograd Function (PLAN_PENALTY_S, so
-    # PyTorch's path ranks first); eager INFERENCE calls the plan directly, measured ~5 us more
-    # than PyTorch's dispatch, so the plan that is 10.7 us faster ranks first.
-    from convdoctor.problem import ConvProblem
+    # Eager TRAINING pays the autograd Function (PLAN_PENALTY_S, so PyTorch's path ranks first);
+    # eager INFERENCE calls the plan directly, measured ~5 us more than PyTorch's dispatch, so the
+    # plan that is 10.7 us faster ranks first.
     from convdoctor.runtime.optimizer import _ranked_keys, plan_penalty
-    from convdoctor.tune.backend import Candidate
-    from convdoctor.tune.result import CandidateStats, TuneResult
 
-    def st(key: str, us: float) -> CandidateStats:
-        return CandidateStats(candidate=Candidate(key, "cuda"), samples=[us * 1e-6] * 5)
-
-    plan = "cudnn:eng67_k2=8"
-    res = TuneResult(problem=ConvProblem.parse("fprop n=2 c=128 h=16 w=16 k=256 r=2 s=2 "
-                                               "stride=2"),
-                     env={}, backend="cuda", winner=Candidate(plan, "cuda"),
-                     candidates=[st(plan, 7.1), st("torch:heuristic", 17.8)])
+    res = _unet_result(7.1)
     assert _ranked_keys(res, False, plan_penalty(train=True))[0] == "torch:heuristic"
-    assert _ranked_keys(res, False, plan_penalty(train=False)) == [plan, "torch:heuristic"]
+    assert _ranked_keys(res, False, plan_penalty(train=False)) == [PLAN, "torch:heuristic"]
     # a plan faster by less than its call cost still loses in inference
-    res.candidates[0] = st(plan, 12.0)
-    assert _ranked_keys(res, False, plan_penalty(train=False))[0] == "torch:heuristic"
+    assert _ranked_keys(_unet_result(12.0), False, plan_penalty(train=False))[0] == \
+        "torch:heuristic"

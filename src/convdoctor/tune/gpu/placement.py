@@ -52,8 +52,9 @@ def wanted_count() -> int:
     return max(1, n)
 
 
-# Workspaces of one plan's placements lie this far apart inside one buffer: an odd number of 4 KiB
-# pages past 1 MiB, so consecutive placements differ in every address bit from 4 KiB up to 2 MiB.
+# Workspaces of one plan's placements lie this far apart inside one buffer: 1 MiB + 17 pages of
+# 4 KiB, so the offsets differ at the 4 KiB, 64 KiB and 1 MiB scales and no two of the first four
+# share a 2 MiB phase (the probe found fast and slow addresses at all of those scales).
 WORKSPACE_STEP = (1 << 20) + (17 << 12)
 
 
