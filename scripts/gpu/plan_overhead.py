@@ -20,7 +20,6 @@ import torch  # noqa: I001 - torch before cudnn
 import torch.nn.functional as F
 
 from convdoctor.problem import ConvProblem
-from convdoctor.runtime.execs import ConvArgs  # noqa: F401 - import check
 from convdoctor.runtime.plans import PlanExec, _raw_stream
 from convdoctor.tune.gpu.cudnn_plan import ConvPlan, get_handle
 
