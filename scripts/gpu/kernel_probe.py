@@ -101,18 +101,9 @@ def _sources(p: Any, name: str) -> dict[str, Any]:
 
 
 def _time(fn: Any) -> float:
-    import torch
+    from probe_timing import event_us
 
-    for _ in range(10):
-        fn()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(CALLS):
-        fn()
-    e.record()
-    torch.cuda.synchronize()
-    return s.elapsed_time(e) / CALLS * 1e3  # us
+    return event_us(fn, CALLS, warm=10)
 
 
 def child(problem_key: str, paths: list[str]) -> dict[str, Any]:

@@ -31,15 +31,9 @@ BATCH = 20
 
 
 def _time(fn: Any, calls: int) -> float:
-    import torch
+    from probe_timing import event_us
 
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(calls):
-        fn()
-    e.record()
-    torch.cuda.synchronize()
-    return s.elapsed_time(e) / calls * 1e3  # us
+    return event_us(fn, calls)
 
 
 def _knob_int(t: Any) -> int:

@@ -17,26 +17,15 @@ from __future__ import annotations
 
 import json
 import random
-import statistics
 import sys
 from typing import Any
 
 import torch  # noqa: I001 - torch before cudnn
+from probe_timing import event_us
 
 
-def _time(fn: Any, calls: int = 40) -> float:
-    for _ in range(10):
-        fn()
-    out = []
-    for _ in range(3):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(calls):
-            fn()
-        e.record()
-        e.synchronize()
-        out.append(s.elapsed_time(e) * 1000.0 / calls)
-    return statistics.median(out)
+def _time(fn: Any) -> float:
+    return event_us(fn, 40, warm=10, blocks=3)
 
 
 def main() -> None:
