@@ -283,7 +283,9 @@ def variant_child(variant: str, args: argparse.Namespace) -> dict[str, Any]:
                         "problems": rep.problems, "from_db": rep.from_db, "tuned": rep.tuned,
                         "untuned": rep.untuned, "tuning_s": rep.tuning_s, "notes": rep.notes[:20],
                         "choices": _choice_counts(rep),
-                        "graph_choices": _choice_counts(rep, graph=True)}
+                        "graph_choices": _choice_counts(rep, graph=True),
+                        "margins": dict(rep.margins), "verify_ms": dict(rep.verify_ms),
+                        "graphs_ms": dict(rep.graphs_ms)}
                 step = make_step(model, x, train, with_optimizer=train)
                 step()
                 sync(dev)

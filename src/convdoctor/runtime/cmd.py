@@ -39,6 +39,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, default=20, help="timed steps per variant (default 20)")
     p.add_argument("--budget", type=float, default=2.0,
                    help="tuning budget per problem, seconds (default 2)")
+    p.add_argument("--margin", default="auto",
+                   help="least relative gain (e.g. 0.03) a layout, routing or graph variant must "
+                        "measure to be chosen; auto (default): three standard errors of the "
+                        "compared medians, at least 0.01")
     p.add_argument("--all-layers", action="store_true",
                    help="print every layer (default: the first 40 signatures)")
 
@@ -63,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.steps < 1:
         raise UsageError("--steps must be >= 1")
+    margin = _margin_arg(args.margin)
     dtype_name = _DTYPES.get(str(args.dtype).lower())
     if dtype_name is None:
         raise UsageError(f"unsupported --dtype {args.dtype!r}; use float32, bfloat16 or float16")
@@ -82,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         optimize(model, x, train=args.train, db=args.db, tune_missing=not args.no_tune,
                  channels_last=cl, graphs={"auto": "auto", "on": True, "off": False}[args.graphs],
-                 budget_s=args.budget, steps=max(4, args.steps // 2),
+                 budget_s=args.budget, steps=max(4, args.steps // 2), margin=margin,
                  backend="cuda" if dev == "cuda" else "cpu")
     except UsageError:
         raise
@@ -101,6 +106,18 @@ def run(args: argparse.Namespace) -> int:
                "steps": args.steps, "report": rep}
     emit(args, payload, _human(args, shape, dtype_name, dev, rep, ms, speedup))
     return 0
+
+
+def _margin_arg(text: str) -> float | None:
+    if str(text).strip().lower() == "auto":
+        return None
+    try:
+        m = float(text)
+    except ValueError:
+        m = -1.0
+    if not 0.0 <= m < 1.0:
+        raise UsageError(f"--margin {text!r}: expected auto or a number in [0, 1), e.g. 0.03")
+    return m
 
 
 def _input_shape(model: str, text: str | None, parse_shape: Any) -> tuple[int, ...]:

@@ -3,7 +3,8 @@
 Steps of `optimize`:
 1. Model-level layout: with `channels_last="auto"` the model is timed end to end (a copy, so its
    batch-norm statistics and gradients are untouched) in its own layout and in channels_last; the
-   latter is chosen only when it is faster by more than `margin`. Channels_last converts the 4D/5D
+   latter is chosen only when it is faster by more than the margin (`margin`, or by default the
+   measurement's own: `timing.win_margin`, at least 1%). Channels_last converts the 4D/5D
    parameters in place (same Parameter objects, same values, same state_dict keys), the 4D/5D inputs
    on the way in and the outputs back to the caller's layout on the way out.
 2. Every stock Conv/ConvTranspose module gets a routed forward (`site.install`); one forward pass on
@@ -14,10 +15,12 @@ Steps of `optimize`:
 4. Each signature gets a Route: per direction, the tuned candidates best first (cuDNN plans are
    prebuilt here), then PyTorch as configured, then the fallback tail.
 5. `verify`: the routed model is timed end to end against the same model with routing off; routing
-   stays on only when it is not slower (so optimize never makes a model slower than PyTorch's path).
+   stays on only when it is faster by the margin (so optimize never makes a model slower than
+   PyTorch's path). On CUDA a third variant runs the routes ranked with no host cost per plan call
+   (the graph routes): when the step is GPU-bound the host cost is hidden, and those can win.
 6. Whole-model CUDA graphs (`graphs="auto"`, CUDA only): the forward (and the backward when
    training) is captured for the example input signature (`runtime.graphs`) and timed end to end
-   against the eager model; kept only when faster by more than `margin`. Calls with any other
+   against the eager model; kept only when faster by more than the margin. Calls with any other
    signature, mode or context run eagerly.
 """
 
@@ -34,7 +37,7 @@ from ..errors import UsageError
 from . import graphs as _graphs
 from . import site as _site
 from .execs import torch_exec
-from .timing import call_model, make_step, median, time_interleaved
+from .timing import call_model, make_step, median, time_interleaved, win_margin
 
 _STATE = "_convdoctor_state"
 DIRS = ("fprop", "dgrad", "wgrad")
@@ -51,6 +54,8 @@ class DirectionChoice:
     baseline_key: str = ""
     chain: list[str] = field(default_factory=list)
     graph_key: str = ""              # the route under CUDA graphs when it differs (no host cost)
+    graph_chain: list[str] = field(default_factory=list)
+    graph_winner_ms: float | None = None
 
 
 @dataclass
@@ -75,6 +80,8 @@ class OptimizeReport:
     routing: bool = True
     routing_reason: str = ""
     verify_ms: dict[str, float] = field(default_factory=dict)
+    # the relative gain each decision needed to count as a win (`margin`, or the measurement's)
+    margins: dict[str, float] = field(default_factory=dict)
     layers: list[LayerChoice] = field(default_factory=list)
     problems: int = 0
     from_db: int = 0
@@ -215,14 +222,17 @@ def optimize(model: Any, example_inputs: Any = None, train: bool = True, db: Any
              tune_missing: bool = True, *, input_shape: Any = None,
              dtype: torch.dtype | None = None, channels_last: bool | str = "auto",
              tune_on_first_sight: bool = False, backend: str = "auto", verify: bool = True,
-             budget_s: float = 2.0, steps: int = 10, margin: float = 0.03,
+             budget_s: float = 2.0, steps: int = 10, margin: float | None = None,
              progress: Any = None, isolate: bool = True,
              tune_time_limit_s: float | None = None, graphs: bool | str = "auto") -> Any:
     """Route every convolution of `model` to its tuned winner; returns the same model object.
 
     db: a `convdoctor.db.TuningDB`, a path, None (the default database) or False (no database).
     channels_last: "auto" (measure, choose only when faster), True or False.
-    verify: time routed vs unrouted end to end and keep routing only when it is not slower.
+    verify: time routed vs unrouted end to end and keep routing only when it is faster.
+    margin: how much faster (relative) a layout, routing or graph variant must measure to be
+        chosen; None (default): from the measurement itself, three standard errors of the two
+        medians compared, at least 1% (`timing.win_margin`).
     tune_time_limit_s: stop tuning new problems after this long (the rest: PyTorch's path).
     graphs: "auto" (capture CUDA graphs of the whole forward/backward, keep them only when measured
         faster), True (keep them when capture works) or False.
@@ -230,6 +240,8 @@ def optimize(model: Any, example_inputs: Any = None, train: bool = True, db: Any
     t_start = time.monotonic()
     if not isinstance(model, torch.nn.Module):
         raise UsageError(f"optimize expects a torch.nn.Module, not {type(model).__name__}")
+    if margin is not None and not (isinstance(margin, (int, float)) and 0 <= margin < 1):
+        raise UsageError(f"margin must be a number in [0, 1) or None, not {margin!r}")
     if graphs not in ("auto", True, False):
         raise UsageError(f"graphs must be 'auto', True or False, not {graphs!r}")
     if channels_last not in ("auto", True, False):
@@ -310,8 +322,14 @@ def model_problems(model: torch.nn.Module, example_inputs: Any, train: bool = Tr
 
 
 # ---------------------------------------------------------------------- 1. layout
+def _margin(margin: float | None, a: list[float], b: list[float]) -> float:
+    """The relative gain that counts as a win between the samples `a` and `b`: the caller's
+    fixed `margin`, or by default the measurement's own (`timing.win_margin`)."""
+    return float(margin) if margin is not None else win_margin(a, b)
+
+
 def _decide_layout(model: torch.nn.Module, inputs: Any, train: bool, choice: bool | str,
-                   report: OptimizeReport, dev: str, steps: int, margin: float) -> bool:
+                   report: OptimizeReport, dev: str, steps: int, margin: float | None) -> bool:
     if choice is True or choice is False:
         report.channels_last = bool(choice)
         report.channels_last_reason = "asked for" if choice else "not asked for"
@@ -334,12 +352,14 @@ def _decide_layout(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
         base = cl = None  # noqa: F841 - free the copies
     ms = {k: median(v) for k, v in samples.items()}
     report.layout_ms = ms
-    win = ms["channels_last"] < ms["as_given"] * (1.0 - margin)
+    m = _margin(margin, samples["channels_last"], samples["as_given"])
+    win = ms["channels_last"] < ms["as_given"] * (1.0 - m)
+    report.margins["layout"] = m
     report.channels_last = win
     report.channels_last_reason = (
         f"measured end to end: as given {ms['as_given']:.3f} ms, channels_last "
         f"{ms['channels_last']:.3f} ms per {'training step' if train else 'inference'}"
-        f" -> {'channels_last' if win else 'as given'}")
+        f" (a win needs {m:.1%}) -> {'channels_last' if win else 'as given'}")
     return win
 
 
@@ -676,6 +696,10 @@ def _build_routes(sites: dict[str, _site.Site], records: dict[str, list[dict[str
                     graph_chains[d] = _site.build_chain(graph_execs, dev)
                     if graph_execs[0].key != choice.key:
                         choice.graph_key = graph_execs[0].key
+                        choice.graph_chain = [ex.key for ex in graph_chains[d]]
+                        gs = res.stats_for(choice.graph_key)
+                        choice.graph_winner_ms = (None if gs is None or gs.median_s is None
+                                                  else gs.median_s * 1e3)
                 if p is not None:
                     layer.directions.append(choice)
             s.routes[key] = _site.Route(chains, source="tuned")
@@ -721,8 +745,11 @@ class _FirstSight:
 
 # ---------------------------------------------------------------------- 5. verify
 def _verify(model: torch.nn.Module, inputs: Any, train: bool, sites: dict[str, _site.Site],
-            report: OptimizeReport, dev: str, steps: int, margin: float,
+            report: OptimizeReport, dev: str, steps: int, margin: float | None,
             keep_sites: bool = False) -> None:
+    """Time the routed model against routing off, and (when there are graph routes) against the
+    routes ranked without host cost per plan call; keep the fastest routing only when it wins by
+    the margin. Graph routes that win eagerly become the eager routes."""
     def set_enabled(on: bool) -> None:
         for s in sites.values():
             s.enabled = on
@@ -733,20 +760,28 @@ def _verify(model: torch.nn.Module, inputs: Any, train: bool, sites: dict[str, _
         report.notes.append(f"not verified end to end (model cannot be copied: {exc})")
         return
     step = make_step(twin, inputs, train)
+    eager_routes = {id(s): s.routes for s in sites.values()}
+    free_routes = {id(s): {**s.routes, **s.graph_routes} for s in sites.values()}
 
-    def routed() -> None:
-        set_enabled(True)
-        step()
+    def use(routes: dict[int, Any] | None) -> None:
+        set_enabled(routes is not None)
+        for s in sites.values():
+            s.routes = (routes or eager_routes)[id(s)]
 
-    def plain() -> None:
-        set_enabled(False)
-        step()
+    def variant(routes: dict[int, Any] | None) -> Any:
+        def run() -> None:
+            use(routes)
+            step()
+        return run
 
+    variants = {"routed": variant(eager_routes), "unrouted": variant(None)}
+    # Routes ranked with no host cost per plan call: what a GPU-bound step pays for them.
+    if any(s.graph_routes for s in sites.values()):
+        variants["routed_nohost"] = variant(free_routes)
     try:
-        samples = time_interleaved({"routed": routed, "unrouted": plain}, dev, warmup=2,
-                                   steps=steps)
+        samples = time_interleaved(variants, dev, warmup=2, steps=steps)
     except Exception as exc:  # noqa: BLE001
-        set_enabled(False)
+        use(None)
         report.routing = False
         report.routing_reason = f"routed model failed end to end ({type(exc).__name__}: {exc}); " \
                                 "PyTorch's path kept"
@@ -754,17 +789,41 @@ def _verify(model: torch.nn.Module, inputs: Any, train: bool, sites: dict[str, _
     finally:
         del twin
     ms = {k: median(v) for k, v in samples.items()}
+    best = min((k for k in ms if k != "unrouted"), key=lambda k: ms[k])
     # routes must win by the margin: a tie (seen: 3.818 vs 3.821 ms) is noise, not a reason
-    keep = ms["routed"] < ms["unrouted"] * (1.0 - margin)
+    m = _margin(margin, samples[best], samples["unrouted"])
+    keep = ms[best] < ms["unrouted"] * (1.0 - m)
+    nohost = keep and best == "routed_nohost"
+    use(free_routes if nohost else eager_routes)
     set_enabled(keep)
+    if nohost:
+        _adopt_graph_routes(sites, report)
     if not keep and not keep_sites:  # no wrapper left at all: exactly PyTorch's path
-        for m in model.modules():
-            _site.uninstall(m)
+        for mod in model.modules():
+            _site.uninstall(mod)
     report.routing = keep
-    report.verify_ms = dict(ms, chosen=ms["routed"] if keep else ms["unrouted"])
-    report.routing_reason = (f"measured end to end: routed {ms['routed']:.3f} ms, PyTorch's path "
-                             f"{ms['unrouted']:.3f} ms -> "
-                             f"{'routed' if keep else 'PyTorch path (routing was not faster)'}")
+    report.verify_ms = dict(ms, chosen=ms[best] if keep else ms["unrouted"])
+    report.margins["routing"] = m
+    extra = (f", routed without host cost per plan call {ms['routed_nohost']:.3f} ms"
+             if "routed_nohost" in ms else "")
+    verdict = ("routed without host cost per plan call" if nohost else "routed") if keep \
+        else "PyTorch path (routing was not faster)"
+    report.routing_reason = (f"measured end to end: routed {ms['routed']:.3f} ms{extra}, "
+                             f"PyTorch's path {ms['unrouted']:.3f} ms (a win needs {m:.1%}) -> "
+                             f"{verdict}")
+
+
+def _adopt_graph_routes(sites: dict[str, _site.Site], report: OptimizeReport) -> None:
+    """The graph routes won eagerly: they are the routes now (eager and captured alike)."""
+    for s in sites.values():
+        s.routes = {**s.routes, **s.graph_routes}
+        s.graph_routes = {}
+    for lay in report.layers:
+        for d in lay.directions:
+            if d.graph_key:
+                d.key, d.graph_key = d.graph_key, ""
+                d.chain, d.graph_chain = d.graph_chain, []
+                d.winner_ms, d.graph_winner_ms = d.graph_winner_ms, None
 
 
 # ---------------------------------------------------------------------- 6. graphs
@@ -793,16 +852,12 @@ def graphs_verdict(graphed_ms: float, eager_ms: float, eager_host_ms: float, mar
     return False, ""
 
 
-# Graph routes must beat the plain capture by this much: a replay's time is the GPU's (steadier
-# than an eager step's), but two captures of the very same kernels measured 2.1% apart (speech front
-# end, session 6, H100).
-GRAPH_ROUTES_MARGIN = 0.03
-
-
-def routed_graphs_verdict(graphed_ms: float, graphed_routed_ms: float) -> bool:
+def routed_graphs_verdict(graphed_ms: float, graphed_routed_ms: float, margin: float) -> bool:
     """Under CUDA graphs, take the graph routes when their replay is faster than the plain
-    capture's by more than GRAPH_ROUTES_MARGIN (their host cost per plan call is gone there)."""
-    return graphed_routed_ms < graphed_ms * (1.0 - GRAPH_ROUTES_MARGIN)
+    capture's by more than `margin` (their host cost per plan call is gone there). Two captures
+    of the very same kernels measured 2.1% apart (speech front end, session 6, H100): a capture
+    keeps its addresses for its life, so the faster one stays faster in this process."""
+    return graphed_routed_ms < graphed_ms * (1.0 - margin)
 
 
 PYTORCH_PATH_KEYS = ("torch:default", "torch:heuristic")
@@ -824,7 +879,7 @@ def _graph_route_differs(report: OptimizeReport) -> bool:
 
 def _decide_graphs(model: torch.nn.Module, inputs: Any, train: bool, choice: bool | str,
                    use_cl: bool, report: OptimizeReport, dev: str, steps: int,
-                   margin: float, sites: dict[str, _site.Site] | None = None) -> bool:
+                   margin: float | None, sites: dict[str, _site.Site] | None = None) -> bool:
     """Decide (and install) whole-model CUDA graphs; True when the graph routes were kept."""
     if choice is False:
         report.graphs_reason = "not asked for"
@@ -909,10 +964,16 @@ def _decide_graphs(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
         return False
     ms = {k: median(v) for k, v in samples.items()}
     eager_host = median(host.get("eager", []))
-    routed = (g_routed is not None and g_routed.replays > 0
-              and routed_graphs_verdict(ms["graphed"], ms["graphed_routed"]))
-    best = ms["graphed_routed"] if routed else ms["graphed"]
-    keep, why = graphs_verdict(best, ms["eager"], eager_host, margin, forced=choice is True)
+    routed = False
+    if g_routed is not None and g_routed.replays > 0:
+        mr = _margin(margin, samples["graphed_routed"], samples["graphed"])
+        report.margins["graph_routes"] = mr
+        routed = routed_graphs_verdict(ms["graphed"], ms["graphed_routed"], mr)
+    best_k = "graphed_routed" if routed else "graphed"
+    best = ms[best_k]
+    m = _margin(margin, samples[best_k], samples["eager"])
+    report.margins["graphs"] = m
+    keep, why = graphs_verdict(best, ms["eager"], eager_host, m, forced=choice is True)
     report.graphs = keep
     report.graphs_ms = dict(ms, chosen=best if keep else ms["eager"], eager_host_cpu=eager_host)
     report.graphs_reason = (f"measured end to end: eager {ms['eager']:.3f} ms "
@@ -920,6 +981,7 @@ def _decide_graphs(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
                             f"{ms['graphed']:.3f} ms"
                             + (f", graphed with the routes {ms['graphed_routed']:.3f} ms"
                                if "graphed_routed" in ms else "")
+                            + f" (a win needs {m:.1%})"
                             + f" -> {('graphed with the routes' if routed else 'graphed') if keep else 'eager'}"
                             + (f" ({why})" if why else ""))
     if keep and routed and g_routed is not None and sites:
