@@ -245,6 +245,7 @@ class _EchoSlotRunner:
     """Worker test: returns the slot it was given (as milliseconds), or -1 ms for none."""
 
     slotted = True
+    placements = 5
 
     def __init__(self, candidate: Candidate) -> None:
         self.candidate = candidate
@@ -280,3 +281,33 @@ class EchoSlotBackend:
 
 def make_echo_slot_backend() -> EchoSlotBackend:
     return EchoSlotBackend()
+
+
+class _OwnSlotRunner(SlotRunner):
+    """A SlotRunner whose placement factors are its candidate's own (a plan whose speed depends on
+    where its workspace lies), and that says how many placements it cycles through."""
+
+    def __init__(self, world: SimWorld, sc: SimCandidate, cand: Candidate,
+                 factors: list[float], calls: list[tuple[str, int | None]],
+                 placements: int) -> None:
+        super().__init__(world, sc, cand, factors, calls)
+        self.placements = placements
+
+
+class AddressSensitiveBackend(SimBackend):
+    """Candidates with their OWN factor per placement (`factors[key]`, default all 1.0): e.g. a
+    split-K plan fast on 3 of 4 workspace addresses and 15% slower on the fourth.
+    `report_placements=False`: runners do not say how many placements they have."""
+
+    def __init__(self, world: SimWorld, factors: dict[str, list[float]], *, count: int = 4,
+                 report_placements: bool = True) -> None:
+        super().__init__(world)
+        self.factors = factors
+        self.count = count
+        self.report_placements = report_placements
+        self.calls: list[tuple[str, int | None]] = []
+
+    def prepare(self, problem: ConvProblem, candidate: Candidate) -> SimRunner:
+        f = self.factors.get(candidate.key, [1.0] * self.count)
+        return _OwnSlotRunner(self.world, self.by_key[candidate.key], candidate, f, self.calls,
+                              self.count if self.report_placements else 1)

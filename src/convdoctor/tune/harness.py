@@ -99,6 +99,39 @@ def _ratios(rounds: list[dict[int, float]], lv: _Live, ref: _Live) -> list[float
     return [r[a] / r[b] for r in rounds if a in r and b in r and r[b] > 0]
 
 
+def _placements(*lives: _Live) -> int:
+    """How many buffer placements the rounds cycle through (round r times on placement
+    r % count); 1 for runners without placements."""
+    n = 1
+    for lv in lives:
+        if getattr(lv.runner, "slotted", False):
+            n = max(n, int(getattr(lv.runner, "placements", 1) or 1))
+    return n
+
+
+def _placement_score(rounds: list[dict[int, float]], lv: _Live, ref: _Live) -> float:
+    """lv's time relative to ref at a RANDOM buffer placement: for each placement, the median of
+    the paired per-round ratios timed on it, then the mean over placements. The median over all
+    rounds ignores a placement where a candidate is slow as long as it is a minority: session 12
+    (H100) had split-K plans that ran 147 us on 3 of 4 placements win in tuning and read 154 us
+    in the referee. With one placement, or rounds that do not cover every placement yet: the
+    median of all the ratios."""
+    ratios = _ratios(rounds, lv, ref)
+    if not ratios:
+        return math.inf
+    period = _placements(lv, ref)
+    if period <= 1:
+        return statistics.median(ratios)
+    a, b = id(lv), id(ref)
+    by_slot: dict[int, list[float]] = {}
+    for i, r in enumerate(rounds):
+        if a in r and b in r and r[b] > 0:
+            by_slot.setdefault(i % period, []).append(r[a] / r[b])
+    if len(by_slot) < period:
+        return statistics.median(ratios)
+    return statistics.fmean(statistics.median(v) for v in by_slot.values())
+
+
 def _rel_halfwidth(values: list[float]) -> float:
     med, lo, hi = median_ci(values)
     if not values or not med > 0:
@@ -421,10 +454,7 @@ class Harness:
         # Reference: the candidate sampled in the most rounds (it shares rounds with every other).
         ref = max(have, key=lambda lv: (sum(1 for r in self._rounds if id(lv) in r),
                                         -(lv.stats.median_s or 0.0)))
-        score: dict[int, float] = {}
-        for lv in have:
-            ratios = _ratios(self._rounds, lv, ref)
-            score[id(lv)] = statistics.median(ratios) if ratios else math.inf
+        score = {id(lv): _placement_score(self._rounds, lv, ref) for lv in have}
         leader = min(have, key=lambda lv: score[id(lv)])
         return leader, {id(lv): _ratios(self._rounds, lv, leader) for lv in have}
 
@@ -436,7 +466,9 @@ class Harness:
             return None, 0.0
         leader, scores = self._leader(measured)
         assert leader is not None
-        # A tie: the median ratio to the leader is within the noise band: the tie floor plus the
+        rel = {id(lv): _placement_score(self._rounds, lv, leader) for lv in measured}
+        # A tie: the placement score relative to the leader (`_placement_score`: the mean over
+        # placements of the median paired ratio) is within the noise band: the tie floor plus the
         # ratio's own CI half-width, but never more than `max_tie_band` (so noise cannot make us
         # choose a candidate measured clearly slower than the leader).
         band = self.cfg.tie_floor
@@ -449,7 +481,7 @@ class Harness:
                 continue
             half = _rel_halfwidth(ratios) if len(ratios) >= 3 else math.inf
             lv_band = min(self.cfg.max_tie_band, band + half)
-            if statistics.median(ratios) <= 1.0 + lv_band:
+            if rel[id(lv)] <= 1.0 + lv_band:
                 ties.append(lv)
         # A pinned kernel is preferred only when its median ratio to the leader is within the
         # tie floor: session 9 (H100, Inception Conv2d_2a) had a plan 0.85% behind PyTorch's
@@ -459,8 +491,7 @@ class Harness:
         def near(lv: _Live) -> bool:
             if lv is leader:
                 return True
-            r = scores.get(id(lv), [])
-            return bool(r) and statistics.median(r) <= 1.0 + band
+            return rel[id(lv)] <= 1.0 + band
 
         mixed = any(not lv.stats.candidate.pinned for lv in ties)
         ties.sort(key=lambda lv: (mixed and not (lv.stats.candidate.pinned and near(lv)),
@@ -472,6 +503,8 @@ class Harness:
                 r = scores.get(id(lv), [])
                 ratios[lv.stats.candidate.key] = {
                     "median": round(statistics.median(r), 4) if r else None, "rounds": len(r),
+                    "placement_score": (round(rel[id(lv)], 4) if math.isfinite(rel[id(lv)])
+                                        else None),
                     "halfwidth": round(_rel_halfwidth(r), 4) if len(r) >= 3 else None,
                     "median_us": round((lv.stats.median_s or 0.0) * 1e6, 2), "n": lv.stats.n,
                     "timing": str(getattr(lv.runner, "timing_mode", "") or "")}

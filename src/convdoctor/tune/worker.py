@@ -126,14 +126,17 @@ class _ProxyRunner:
         self.generation = -1
         self.warm = False
         self.timing_mode = ""
-        # buffer placements are the worker-side runner's business: pass the round through
+        # buffer placements are the worker-side runner's business: pass the round through (and
+        # learn how many it has when it is prepared)
         self.slotted = True
+        self.placements = 1
 
     def _ensure(self) -> int:
         if self.rid is None or self.generation != self.owner.generation:
             rep = self.owner.call({"op": "prepare", "problem": self.problem.to_dict(),
                                    "candidate": self.candidate.to_dict()})
             self.rid = int(rep["id"])
+            self.placements = max(1, int(rep.get("placements", 1) or 1))
             self.generation = self.owner.generation
             if self.warm:  # prepared again in a fresh worker: repeat the warm-up it had
                 self.owner.call({"op": "warmup", "id": self.rid})
@@ -324,7 +327,7 @@ def serve(spec: str) -> int:
                                     Candidate.from_dict(msg["candidate"]))
                 next_id += 1
                 runners[next_id] = r
-                reply = {"id": next_id}
+                reply = {"id": next_id, "placements": int(getattr(r, "placements", 1) or 1)}
             elif op == "warmup":
                 runners[msg["id"]].warmup()
             elif op == "time":
