@@ -10,7 +10,11 @@ puts the workspace and activations, to see whether a layer's time depends on tho
 CUDA events over back-to-back calls (`probe_timing.event_us`), no L2 flush: the model's own
 conditions.
 
-    python scripts/gpu/speech_probe.py [SPACERS]
+    python scripts/gpu/speech_probe.py [SPACERS [MODE ...]]
+
+MODE: heuristic, benchmark, or convdoctor (`convdoctor.optimize(model, x, train=False)` with an
+empty database in $OUT and graphs off, so the eager routes are what is measured; default: the
+first two, twice).
 
 Writes $OUT/speech_probe.jsonl (one line per process) and prints a per-layer summary.
 """
@@ -60,11 +64,19 @@ def child(mode: str, spacers: int) -> dict[str, Any]:
     torch.backends.cudnn.benchmark = mode == "benchmark"
     model, x = build(CONFIGS["speech_fp32"], "cuda")
     model.eval()
+    rec: dict[str, Any] = {"mode": mode, "pid": os.getpid()}
+    if mode == "convdoctor":
+        from convdoctor.runtime.optimizer import optimize, report_of
+
+        db = Path(os.environ.get("OUT", ".")) / f"speech_probe_{os.getpid()}.sqlite"
+        optimize(model, x, train=False, db=db, graphs=False, backend="cuda")
+        rep = report_of(model)
+        rec["routing_reason"] = rep.routing_reason
+        rec["choices"] = [d.key for lay in rep.layers for d in lay.directions]
     convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv1d)]
     seen: dict[int, Any] = {}
     hooks = [c.register_forward_pre_hook(lambda m, a, i=i: seen.__setitem__(i, a[0]))
              for i, c in enumerate(convs)]
-    rec: dict[str, Any] = {"mode": mode, "pid": os.getpid()}
     with torch.no_grad():
         for _ in range(5):
             model(x)
@@ -96,12 +108,13 @@ def main() -> None:
         print(json.dumps(child(sys.argv[2], int(sys.argv[3]))), flush=True)
         return
     spacers = int(sys.argv[1]) if len(sys.argv) > 1 else 8
+    modes = sys.argv[2:] or list(MODES)
     out_dir = Path(os.environ.get("OUT", "."))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT / "src"), str(HERE), os.environ.get("PYTHONPATH", "")]))
     recs = []
     with open(out_dir / "speech_probe.jsonl", "w") as fh:
-        for mode in MODES:
+        for mode in modes:
             r = subprocess.run([sys.executable, __file__, "--child", mode, str(spacers)],
                                capture_output=True, text=True, env=env, timeout=300)
             if r.returncode != 0:
@@ -113,6 +126,8 @@ def main() -> None:
     for rec in recs:
         sw = rec["sweep"]
         steps = [s["step_us"] for s in sw]
+        if "choices" in rec:
+            print(f"== convdoctor routes: {rec['choices']}; {rec['routing_reason']}")
         print(f"== {rec['mode']} pid {rec['pid']}: step median {statistics.median(steps):.1f} us "
               f"(min {min(steps):.1f}, max {max(steps):.1f}) over {len(sw)} spacer states")
         for i, shape in enumerate(rec["layers"]):
