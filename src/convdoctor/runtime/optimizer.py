@@ -269,10 +269,12 @@ def optimize(model: Any, example_inputs: Any = None, train: bool = True, db: Any
         model.__dict__[_STATE] = state
         records = _record(model, inputs, train, sites)
 
-        # 3-4. problems, choices, routes (and graph routes when graphs will be decided)
+        # 3-4. problems, choices, routes (and the routes ranked without host cost per plan call:
+        # verify times them eagerly, the graphs decision under graphs)
         may_graph = graphs is not False and dev == "cuda" and verify
         _build_routes(sites, records, train, db, tune_missing, backend, budget_s, report,
-                      progress, isolate, dev, tune_time_limit_s, graph_routes=may_graph)
+                      progress, isolate, dev, tune_time_limit_s,
+                      graph_routes=dev == "cuda" and verify)
         if tune_on_first_sight:
             hook = _FirstSight(db, backend, budget_s, train, isolate, dev)
             for s in sites.values():
