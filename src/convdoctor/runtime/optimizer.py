@@ -796,7 +796,7 @@ def _verify(model: torch.nn.Module, inputs: Any, train: bool, sites: dict[str, _
     m = _margin(margin, samples[best], samples["unrouted"])
     keep = ms[best] < ms["unrouted"] * (1.0 - m)
     nohost = keep and best == "routed_nohost"
-    use(free_routes if nohost else eager_routes)
+    use(eager_routes)
     set_enabled(keep)
     if nohost:
         _adopt_graph_routes(sites, report)
