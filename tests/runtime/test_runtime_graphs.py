@@ -258,6 +258,29 @@ def _unet_result(plan_us: float, *extra: tuple[str, float]) -> object:
                                   *(st(k, us) for k, us in extra)])
 
 
+def test_routes_rank_by_the_tuners_ranked_time_not_the_median() -> None:
+    # a split-K plan: median 143 us (fast on 3 of 4 placements), ranked 148.5 us (the mean over
+    # placements); a steady plan 145 us, the tuner's winner. The route follows the tuner.
+    from convdoctor.problem import ConvProblem
+    from convdoctor.runtime.optimizer import _ranked_keys
+    from convdoctor.tune.backend import Candidate
+    from convdoctor.tune.result import CandidateStats, TuneResult
+
+    def st(key: str, med_us: float, rank_us: float | None) -> CandidateStats:
+        return CandidateStats(candidate=Candidate(key, "cuda"), samples=[med_us * 1e-6] * 5,
+                              rank_s=None if rank_us is None else rank_us * 1e-6)
+
+    def res(rank_split: float | None, rank_steady: float | None) -> TuneResult:
+        return TuneResult(problem=ConvProblem.parse("fprop n=8 c=512 k=512 w=3199 s=3 stride=2"),
+                          env={}, backend="cuda", winner=Candidate("cudnn:steady", "cuda"),
+                          candidates=[st("cudnn:split-k", 143.0, rank_split),
+                                      st("cudnn:steady", 145.0, rank_steady)])
+
+    assert _ranked_keys(res(148.5, 145.0), False, 0.0)[0] == "cudnn:steady"
+    # entries stored before the ranked time existed: the median decides, as before
+    assert _ranked_keys(res(None, None), False, 0.0)[0] == "cudnn:split-k"
+
+
 def test_graph_routes_rank_plans_without_their_host_cost() -> None:
     # Eager: a plan call costs PLAN_PENALTY_S of host time, so PyTorch's path ranks first (7.1 vs
     # 17.8 us); in a CUDA graph replay there is no host cost, so the plan does.

@@ -132,3 +132,24 @@ def test_a_plan_slow_on_one_placement_in_four_loses_to_a_steady_one() -> None:
                       for s in seeds)
     assert robust >= 18, robust
     assert median_only <= 4, median_only
+
+
+def test_the_ranked_time_is_stored_with_each_finalist() -> None:
+    # the split-K plan's median is the lower one (3 of 4 placements fast), its ranked time (the
+    # mean over placements) the higher; both survive a trip through the database's JSON
+    from tune_fakes import AddressSensitiveBackend
+
+    from convdoctor.tune.result import TuneResult
+
+    w = SimWorld(seed=5, candidates=[SimCandidate("plan:split-k", 10.0e-6),
+                                     SimCandidate("plan:steady", 10.2e-6)],
+                 noise_sigma=0.005, outlier_p=0.0)
+    be = AddressSensitiveBackend(w, {"plan:split-k": [1.0, 1.0, 1.0, 1.15]})
+    cfg = HarnessConfig(budget_s=0.05, now=w.now, sleep=w.sleep, check=False)
+    r = Harness(be, cfg).run(PROBLEM, {"backend": "sim"})
+    split, steady = r.stats_for("plan:split-k"), r.stats_for("plan:steady")
+    assert split.median_s < steady.median_s
+    assert split.rank_s > steady.rank_s
+    assert r.winner is not None and r.winner.key == "plan:steady"
+    back = TuneResult.from_dict(r.to_dict())
+    assert back.stats_for("plan:split-k").rank_s == pytest.approx(split.rank_s)

@@ -451,7 +451,8 @@ UNROUTED_KEYS = ("torch:benchmark",)
 
 def _ranked_keys(result: Any, transposed: bool, plan_penalty_s: float = PLAN_PENALTY_S
                  ) -> list[str]:
-    """Correct, measured candidates by median time plus their host cost (cuDNN plans pay
+    """Correct, measured candidates by time (what the tuner ranked them by, `rank_s`: the time at a
+    random buffer placement; else the median) plus their host cost (cuDNN plans pay
     `plan_penalty_s`; 0 for routes captured in a CUDA graph, whose replay has no host cost per
     call), the tuner's winner breaking ties; torch:benchmark is left out."""
     win = getattr(result, "winner", None)
@@ -462,7 +463,9 @@ def _ranked_keys(result: Any, transposed: bool, plan_penalty_s: float = PLAN_PEN
 
     def cost(s: Any) -> tuple[float, int]:
         pen = plan_penalty_s if s.candidate.key.startswith("cudnn:") else 0.0
-        return (s.median_s + pen, 0 if win is not None and s.candidate.key == win.key else 1)
+        t = getattr(s, "rank_s", None)
+        return ((s.median_s if t is None else t) + pen,
+                0 if win is not None and s.candidate.key == win.key else 1)
 
     ok.sort(key=cost)
     # Within the tuner's noise band of the best cost, the tuner's winner is trusted (its tie rules:

@@ -467,6 +467,10 @@ class Harness:
         leader, scores = self._leader(measured)
         assert leader is not None
         rel = {id(lv): _placement_score(self._rounds, lv, leader) for lv in measured}
+        lead_s = leader.stats.median_s
+        for lv in measured:
+            if lead_s is not None and math.isfinite(rel[id(lv)]):
+                lv.stats.rank_s = rel[id(lv)] * lead_s
         # A tie: the placement score relative to the leader (`_placement_score`: the mean over
         # placements of the median paired ratio) is within the noise band: the tie floor plus the
         # ratio's own CI half-width, but never more than `max_tie_band` (so noise cannot make us

@@ -62,6 +62,10 @@ class CandidateStats:
     discarded: int = 0            # samples thrown away because the clock showed a slowdown
     clock_mhz: float | None = None
     correctness: Correctness | None = None
+    # what the harness ranked a finalist by: its time at a random buffer placement (placement score
+    # relative to the leader x the leader's median); None where it was not ranked (screened out,
+    # or stored before session 12)
+    rank_s: float | None = None
 
     @property
     def n(self) -> int:
@@ -91,7 +95,7 @@ class CandidateStats:
             "ci_high_s": ci[1] if ci else None, "n": self.n, "warmup_runs": self.warmup_runs,
             "prepare_s": self.prepare_s, "first_run_s": self.first_run_s,
             "second_run_s": self.second_run_s, "discarded": self.discarded,
-            "clock_mhz": self.clock_mhz,
+            "clock_mhz": self.clock_mhz, "rank_s": self.rank_s,
             "correctness": None if self.correctness is None else {
                 "ok": self.correctness.ok, "max_rel_err": _finite(self.correctness.max_rel_err),
                 "tolerance": self.correctness.tolerance, "detail": self.correctness.detail},
@@ -112,6 +116,7 @@ class CandidateStats:
             warmup_runs=int(d.get("warmup_runs", 0)), first_run_s=d.get("first_run_s"),
             second_run_s=d.get("second_run_s"), prepare_s=d.get("prepare_s"),
             discarded=int(d.get("discarded", 0)), clock_mhz=d.get("clock_mhz"),
+            rank_s=d.get("rank_s"),
             correctness=None if not corr else Correctness(
                 ok=bool(corr["ok"]), max_rel_err=float(corr["max_rel_err"] if corr["max_rel_err"]
                                                        is not None else math.nan),
