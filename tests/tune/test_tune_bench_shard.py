@@ -39,6 +39,9 @@ def _row(key: str, h: float, b: float, t: float, stab: float | None = 0.0) -> di
 def test_summary_figures() -> None:
     s = summarize([_row("a", 2.0, 2.2, 1.0), _row("b", 1.0, 1.0, 1.05, stab=0.1)])
     assert s["share_at_1_10x_vs_benchmark"] == 0.5
+    assert s["share_at_1_10x_vs_best_pytorch"] == 0.5   # row a: 2.0 / 1.0 vs the heuristic
+    s2 = summarize([_row("a", 1.05, 1.3, 1.0)])         # benchmark=True slow: 1.30x vs it, 1.05x
+    assert (s2["share_at_1_10x_vs_benchmark"], s2["share_at_1_10x_vs_best_pytorch"]) == (1.0, 0.0)
     assert s["slower_than_best_pytorch_by_2pct"] == 1
     assert s["stable_within_3pct"] == 0.5
     assert s["geomean_speedup_vs_benchmark"] == pytest.approx((2.2 * (1 / 1.05)) ** 0.5)
