@@ -116,19 +116,16 @@ def _placement_score(rounds: list[dict[int, float]], lv: _Live, ref: _Live) -> f
     (H100) had split-K plans that ran 147 us on 3 of 4 placements win in tuning and read 154 us
     in the referee. With one placement, or rounds that do not cover every placement yet: the
     median of all the ratios."""
-    ratios = _ratios(rounds, lv, ref)
-    if not ratios:
-        return math.inf
     period = _placements(lv, ref)
-    if period <= 1:
-        return statistics.median(ratios)
     a, b = id(lv), id(ref)
     by_slot: dict[int, list[float]] = {}
-    for i, r in enumerate(rounds):
+    for i, r in enumerate(rounds):  # the pairs of `_ratios`, kept by placement
         if a in r and b in r and r[b] > 0:
             by_slot.setdefault(i % period, []).append(r[a] / r[b])
-    if len(by_slot) < period:
-        return statistics.median(ratios)
+    if not by_slot:
+        return math.inf
+    if len(by_slot) < period or period <= 1:
+        return statistics.median(x for v in by_slot.values() for x in v)
     return statistics.fmean(statistics.median(v) for v in by_slot.values())
 
 
