@@ -201,3 +201,59 @@ def test_backend_refinement_failure_is_a_note_not_an_error(monkeypatch) -> None:
     cands = be.cudnn_candidates(PROBLEM)
     assert cands and all("source=refine" not in c.notes for c in cands)
     assert "refinement failed: RuntimeError: CUDA out of memory" in be.last_refinement.notes[0]
+
+
+def test_quick_cover_spans_the_whole_batch_of_launches() -> None:
+    from convdoctor.tune.gpu import timing
+
+    # 3 calls of 20 us host cost each: the spin covers all 60 us with the timer's margin
+    assert refine.quick_cover(20e-6) == pytest.approx(timing.cover_for(60e-6))
+    assert refine.quick_cover(20e-6) > 3 * 20e-6
+    assert refine.quick_cover(-1.0) == pytest.approx(timing.cover_for(0.0))
+    assert refine.quick_cover(1.0) == pytest.approx(0.05)  # capped like every spin
+
+
+def test_refine_walk_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from convdoctor.errors import UsageError
+    from convdoctor.tune.gpu import backend as gb
+
+    for var in ("SEEDS", "BAND", "ROUNDS"):
+        monkeypatch.delenv(f"CONVDOCTOR_CUDNN_REFINE_{var}", raising=False)
+    assert gb.refine_args_from_env() == {}
+    monkeypatch.setenv("CONVDOCTOR_CUDNN_REFINE_SEEDS", "8")
+    monkeypatch.setenv("CONVDOCTOR_CUDNN_REFINE_BAND", "0.1")
+    monkeypatch.setenv("CONVDOCTOR_CUDNN_REFINE_ROUNDS", "3")
+    assert gb.refine_args_from_env() == {"max_seeds": 8, "seed_band": 0.1, "rounds": 3}
+    monkeypatch.setenv("CONVDOCTOR_CUDNN_REFINE_SEEDS", "many")
+    with pytest.raises(UsageError, match="CONVDOCTOR_CUDNN_REFINE_SEEDS"):
+        gb.refine_args_from_env()
+
+
+def test_backend_passes_the_walk_settings_to_refine(monkeypatch: pytest.MonkeyPatch) -> None:
+    from convdoctor.tune.gpu import backend as gb
+
+    be = object.__new__(gb.CudaBackend)
+    be.device, be.enumerate_engines, be.max_extra, be.enum_budget_s = 0, False, 0, 1.0
+    be.cudnn_error, be.max_plans, be.refine, be.refine_budget_s = "", 0, True, 4.0
+    be.refine_args = {"max_seeds": 1, "rounds": 1}
+    be.placements_for = lambda p: types.SimpleNamespace(sets=[{}])  # type: ignore[method-assign]
+    en = enumeration()
+    monkeypatch.setattr(cudnn_plan, "enumerate_plans", lambda *a, **k: en)
+    monkeypatch.setattr(refine, "event_timer", lambda p, bufs: timer)
+    seen: dict = {}
+    real = refine.refine
+
+    def spy(*a, **k):
+        seen.clear()
+        seen.update(k)
+        return real(*a, **{**k, "handle": 1})
+
+    monkeypatch.setattr(refine, "refine", spy)
+    be.cudnn_candidates(PROBLEM)
+    assert seen["max_seeds"] == 1 and seen["rounds"] == 1 and seen["budget_s"] == 4.0
+    narrow = be.last_refinement.tried
+    be.refine_args = {}
+    be.cudnn_candidates(PROBLEM)
+    assert "max_seeds" not in seen and "rounds" not in seen
+    # one round walks fewer knob settings than refine's default two
+    assert 0 < narrow < be.last_refinement.tried

@@ -396,6 +396,19 @@ class GemmRunner(TorchRunner):
             return gemm.wgrad(self.a, self.b, p.stride, channels_last=self.cl)
 
 
+def refine_args_from_env() -> dict[str, Any]:
+    """refine.refine's walk settings from the environment: CONVDOCTOR_CUDNN_REFINE_SEEDS
+    (max_seeds), _BAND (seed_band), _ROUNDS (rounds); unset ones keep refine's defaults. For
+    experiments (`scripts/gpu/refine_stability.py` compares settings in fresh processes)."""
+    out: dict[str, Any] = {}
+    for var, arg, kind in (("SEEDS", "max_seeds", int), ("BAND", "seed_band", float),
+                           ("ROUNDS", "rounds", int)):
+        v = _env_num(f"CONVDOCTOR_CUDNN_REFINE_{var}", None, kind)
+        if v is not None:
+            out[arg] = v
+    return out
+
+
 def _env_num(name: str, default: Any, kind: Any) -> Any:
     import os
 
@@ -447,6 +460,9 @@ class CudaBackend:
         # CONVDOCTOR_CUDNN_REFINE=0; CONVDOCTOR_CUDNN_REFINE_BUDGET_S bounds it (default 6 s)
         self.refine = env.get("CONVDOCTOR_CUDNN_REFINE", "1").strip() not in ("0", "no", "off")
         self.refine_budget_s = _env_num("CONVDOCTOR_CUDNN_REFINE_BUDGET_S", 6.0, float)
+        # where the knob walks start and how far they go (refine.refine's max_seeds, seed_band,
+        # rounds): CONVDOCTOR_CUDNN_REFINE_SEEDS / _BAND / _ROUNDS; unset = refine's defaults
+        self.refine_args = refine_args_from_env()
         self.last_refinement: Any = None
         self.enumerate_engines = bool(enumerate_engines)
         self.max_extra = int(max_extra)
@@ -588,7 +604,8 @@ class CudaBackend:
             sets = self.placements_for(problem).sets
             timer = refine.event_timer(problem, sets[0])
             res = refine.refine(problem, en, timer, device=self.device,
-                                budget_s=self.refine_budget_s)
+                                budget_s=self.refine_budget_s,
+                                **getattr(self, "refine_args", {}))
         except Exception as exc:  # noqa: BLE001 - refinement only adds candidates
             res = refine.Refinement(plans=[], notes=[f"refinement failed: {type(exc).__name__}: "
                                                      f"{' '.join(str(exc).split())[:200]}"])

@@ -6,8 +6,9 @@ middle. On the H100 (session 10, `scripts/gpu/knob_explore.py`) configurations o
 the fastest heuristic plan ran 1-4% faster on several fp32 layers (whisper conv2 4.0%, ResNet-50
 3x3 at 14x14 3.2%, Inception 4a 2.3%). This module finds them cheaply, before the harness:
 
-1. every built cuDNN plan of the enumeration gets a quick time (CUDA events, a few calls, no
-   statistics: a ranking, not a result);
+1. every built cuDNN plan of the enumeration gets a quick time (CUDA events around a few calls
+   behind a GPU spin that hides the host's launch cost, no statistics: a ranking, not a
+   result; `event_timer`);
 2. the fastest plan of each of the fastest `engines` engines is a seed, and so is every other
    plan within `seed_band` of the fastest (`pick_seeds`); every setting one knob away from a
    seed (`policy.neighbor_settings`, each knob over its whole range) is built and given a quick
@@ -51,29 +52,67 @@ class Refinement:
     notes: list[str] = field(default_factory=list)
 
 
-def event_timer(problem: ConvProblem, buffers: dict[str, Any]) -> Callable[[cp.ConvPlan], float]:
-    """A quick timer: the best per-call time (us) of two batches of 3 calls after one warm-up
-    call, on `buffers` (role -> tensor, e.g. the problem's first placement)."""
+QUICK_CALLS = 3  # calls per quick batch (two batches, the faster one counts)
+
+
+def quick_cover(host_s: float, calls: int = QUICK_CALLS) -> float:
+    """The GPU spin that covers the host's enqueueing of one quick batch (`calls` calls that took
+    `host_s` each, plus the two events): `timing.cover_for` of the whole batch."""
+    from .timing import cover_for
+
+    return cover_for(max(0.0, host_s) * max(1, calls))
+
+
+def event_timer(problem: ConvProblem, buffers: dict[str, Any], *,
+                spin: bool | None = None) -> Callable[[cp.ConvPlan], float]:
+    """A quick timer: the best per-call time (us) of two batches of `QUICK_CALLS` calls after
+    one warm-up call, on `buffers` (role -> tensor, e.g. the problem's first placement).
+
+    Each batch starts behind a GPU spin (`timing.spin`) long enough to cover the host's
+    enqueueing of the batch (`quick_cover` of one call's measured host time), so the events time
+    the kernels back to back, not the Python and cudnn-frontend launch cost. Why: in session 13
+    (H100, `scripts/gpu/refine_stability.py`) the plain event timer read plans of a 17 us fp16
+    kernel at 23-29 us and of a 27 us one at 33-42 us: the host's launch cost per call (tens of
+    us through the frontend's execute) was most of the figure, so which neighbour looked
+    fastest, and which seeds a walk started from, was launch jitter, and two tuning runs of the
+    same layer kept different refined plans (3 of the 4 unstable rows of that session's fp16
+    suite). `spin=False` (or CONVDOCTOR_CUDNN_REFINE_SPIN=0) gives the old plain timer."""
     import torch
 
+    from . import timing
+
+    if spin is None:
+        import os
+
+        spin = os.environ.get("CONVDOCTOR_CUDNN_REFINE_SPIN", "1").strip() not in ("0", "no", "off")
     (ra, rb), ro = policy.io_roles(problem.direction)
     a, b, out = buffers[ra], buffers[rb], buffers[ro]
+    device = a.device.index if a.device.index is not None else torch.cuda.current_device()
+    covered = bool(spin) and timing.spin_rate(device) > 0
 
     def timer(plan: cp.ConvPlan) -> float:
         ws = plan.workspace()
         try:
             plan.execute(a, b, out, workspace=ws, check=False)
             torch.cuda.synchronize()
+            cover = 0.0
+            if covered:
+                t0 = time.perf_counter()
+                plan.execute(a, b, out, workspace=ws, check=False)
+                cover = quick_cover(time.perf_counter() - t0)
+                torch.cuda.synchronize()
             best = float("inf")
             for _ in range(2):
                 s = torch.cuda.Event(enable_timing=True)
                 e = torch.cuda.Event(enable_timing=True)
+                if cover:
+                    timing.spin(device, cover)
                 s.record()
-                for _ in range(3):
+                for _ in range(QUICK_CALLS):
                     plan.execute(a, b, out, workspace=ws, check=False)
                 e.record()
                 e.synchronize()
-                best = min(best, s.elapsed_time(e) / 3 * 1e3)
+                best = min(best, s.elapsed_time(e) / QUICK_CALLS * 1e3)
             return best
         finally:
             plan.release_workspace()

@@ -1,0 +1,72 @@
+"""Do two tuning runs find the same knob-refined plans? (GPU machine, standalone probe)
+
+Session 13 (H100, fp16 NHWC forward, the whole suite): 4 of 101 problems were not chosen within 3%
+run to run, and in each one run kept a plan found by knob refinement (`tune/gpu/refine.py`) that
+the other never timed (Inception Mixed_5b.branch5x5_2: 26.9 us vs 31.3 us). Refinement walks one
+knob at a time from a few seeds picked by a quick, noisy timing, so which neighbourhoods it walks
+can differ between processes. This probe runs `convdoctor tune --problem KEY` (no database, the
+bench's budget and timeout) in fresh processes under refinement VARIANTS (environment settings,
+e.g. more seeds, a wider seed band) and prints one JSON line per run: the variant, the winner and
+its median, and every refined plan that reached the harness with the seed it came from.
+
+    python scripts/gpu/refine_stability.py KEYS_FILE RUNS VARIANT [VARIANT ...]
+
+VARIANT is NAME or NAME:VAR=VALUE,VAR=VALUE (e.g. `wide:CONVDOCTOR_CUDNN_REFINE_SEEDS=8`,
+`plain:CONVDOCTOR_CUDNN_REFINE_SPIN=0` for the quick timer without its spin cover). Runs
+are interleaved (run 1 of every problem and variant, then run 2, ...), so a deadline cuts all
+variants alike.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+
+def parse_variant(text: str) -> tuple[str, dict[str, str]]:
+    name, _, rest = text.partition(":")
+    env = dict(kv.split("=", 1) for kv in rest.split(",") if kv)
+    return name, env
+
+
+def one_run(key: str, env: dict[str, str]) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "convdoctor", "tune", "--problem", key, "--no-db",
+           "--budget", "0.5", "--timeout", "30", "--json"]
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env},
+                       timeout=300, check=False)
+    out: dict[str, Any] = {"wall_s": round(time.monotonic() - t0, 1), "rc": p.returncode}
+    try:
+        r = json.loads(p.stdout)["results"][0]
+    except (ValueError, KeyError, IndexError):
+        out["error"] = (p.stderr or p.stdout)[-400:]
+        return out
+    ok = [c for c in r["candidates"] if c["status"] == "ok" and c["median_s"]]
+    out["winner"] = r["winner"]["key"] if r.get("winner") else None
+    out["winner_us"] = round(r["winner_time_s"] * 1e6, 2) if r.get("winner_time_s") else None
+    out["tuning_s"] = round(r["tuning_s"], 2)
+    out["refined"] = [[c["candidate"]["key"], round(c["median_s"] * 1e6, 2),
+                       next((n for n in c["candidate"]["notes"] if n.startswith("one knob")), "")]
+                      for c in ok if "source=refine" in c["candidate"]["notes"]]
+    out["best_listed_us"] = min((round(c["median_s"] * 1e6, 2) for c in ok
+                                 if "source=refine" not in c["candidate"]["notes"]), default=None)
+    return out
+
+
+def main() -> None:
+    keys = [ln.strip() for ln in open(sys.argv[1]) if ln.strip()]
+    runs = int(sys.argv[2])
+    variants = [parse_variant(v) for v in sys.argv[3:]] or [("default", {})]
+    for i in range(runs):
+        for key in keys:
+            for name, env in variants:
+                row = {"run": i, "variant": name, "problem": key, **one_run(key, env)}
+                print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()
