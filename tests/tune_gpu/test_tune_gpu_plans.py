@@ -210,6 +210,33 @@ def test_launch_does_not_hide_a_failure_once_pointers_worked() -> None:
         plan.launch(x, w, y, ws, 5)
 
 
+def test_a_first_call_failure_does_not_pin_the_slower_tensor_path() -> None:
+    """A real cuDNN failure on the very first call fails both forms: it is raised, and the next
+    call tries device pointers again (it does not stay on tensors for good)."""
+    p = P(f"fprop {BASE} dtype=float16")
+    plan = cudnn_plan.ConvPlan.build(p, "eng1", handle=1, device=0)
+    graph = plan._g.graph
+    real = graph.execute_plan_at_index
+    calls: list[str] = []
+    fail = [True]
+
+    def flaky(pack, ws, index, handle=None):  # type: ignore[no-untyped-def]
+        calls.append("ints" if any(isinstance(v, int) for v in pack.values()) else "tensors")
+        if fail[0]:
+            raise RuntimeError("CUDNN_STATUS_EXECUTION_FAILED")
+        return real(pack, ws, index, handle=handle)
+
+    graph.execute_plan_at_index = flaky
+    x, w, y, ws = _Buf(1), _Buf(2), _Buf(3), _Buf(4)
+    with pytest.raises(RuntimeError, match="EXECUTION_FAILED"):
+        plan.launch(x, w, y, ws, 5)
+    assert calls == ["ints", "tensors"] and plan._pointers is None
+    fail[0] = False
+    plan.launch(x, w, y, ws, 5)
+    plan.launch(x, w, y, ws, 5)
+    assert calls[2:] == ["ints", "ints"] and plan._pointers is True
+
+
 def test_policy_filter_matches_pytorch_rule() -> None:
     assert policy.note_filter(P(f"fprop {BASE} dtype=float32 math=tf32")).numeric == (
         "DOWN_CONVERT_INPUTS",)
