@@ -155,7 +155,12 @@ def test_candidate_digest_keeps_fastest_and_unexplained() -> None:
                    backend="cuda", winner=None,
                    candidates=[st("slow", "ok", 3e-6), st("fast", "ok", 1e-6),
                                st("gone", "screened-out", None, "screen: 2x"),
+                               st("near", "screened-out", None, "screen: 1.4x"),
+                               st("far", "screened-out", None, "screen: 9x"),
                                st("torch:gemm", "unsupported", None, "torch:gemm failed:\n OOM")])
-    d = candidate_digest(r, fastest=1)
-    assert d == [["fast", "ok", 1.0, ""], ["torch:gemm", "unsupported", None,
-                                             "torch:gemm failed: OOM"]]
+    r.candidates[3].screen_samples = [1.4e-6, 1.5e-6, 1.3e-6]
+    r.candidates[4].screen_samples = [9e-6]
+    d = candidate_digest(r, fastest=1, screened=1)
+    # the fastest measured one, the fastest screened-out one that has screen samples, the failure
+    assert d == [["fast", "ok", 1.0, ""], ["near", "screened-out", 1.4, "screen: 1.4x"],
+                 ["torch:gemm", "unsupported", None, "torch:gemm failed: OOM"]]
