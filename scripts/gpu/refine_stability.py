@@ -7,7 +7,8 @@ knob at a time from a few seeds picked by a quick, noisy timing, so which neighb
 can differ between processes. This probe runs `convdoctor tune --problem KEY` (no database, the
 bench's budget and timeout) in fresh processes under refinement VARIANTS (environment settings,
 e.g. more seeds, a wider seed band) and prints one JSON line per run: the variant, the winner and
-its median, and every refined plan that reached the harness with the seed it came from.
+its median, every refined plan that reached the harness (status, median, the seed it came from),
+the best listed cuDNN plan's median, and every screened-out candidate with the screen's reason.
 
     python scripts/gpu/refine_stability.py KEYS_FILE RUNS VARIANT [VARIANT ...]
 
@@ -37,8 +38,11 @@ def one_run(key: str, env: dict[str, str]) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "convdoctor", "tune", "--problem", key, "--no-db",
            "--budget", "0.5", "--timeout", "30", "--json"]
     t0 = time.monotonic()
-    p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env},
-                       timeout=300, check=False)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env},
+                           timeout=300, check=False)
+    except subprocess.TimeoutExpired:
+        return {"wall_s": round(time.monotonic() - t0, 1), "error": "timed out after 300 s"}
     out: dict[str, Any] = {"wall_s": round(time.monotonic() - t0, 1), "rc": p.returncode}
     try:
         r = json.loads(p.stdout)["results"][0]
@@ -49,11 +53,15 @@ def one_run(key: str, env: dict[str, str]) -> dict[str, Any]:
     out["winner"] = r["winner"]["key"] if r.get("winner") else None
     out["winner_us"] = round(r["winner_time_s"] * 1e6, 2) if r.get("winner_time_s") else None
     out["tuning_s"] = round(r["tuning_s"], 2)
-    out["refined"] = [[c["candidate"]["key"], round(c["median_s"] * 1e6, 2),
+    out["refined"] = [[c["candidate"]["key"], c["status"],
+                       round(c["median_s"] * 1e6, 2) if c.get("median_s") else None,
                        next((n for n in c["candidate"]["notes"] if n.startswith("one knob")), "")]
-                      for c in ok if "source=refine" in c["candidate"]["notes"]]
+                      for c in r["candidates"] if "source=refine" in c["candidate"]["notes"]]
     out["best_listed_us"] = min((round(c["median_s"] * 1e6, 2) for c in ok
-                                 if "source=refine" not in c["candidate"]["notes"]), default=None)
+                                 if c["candidate"]["key"].startswith("cudnn:")
+                                 and "source=refine" not in c["candidate"]["notes"]), default=None)
+    out["screened_out"] = [[c["candidate"]["key"], c.get("reason", "")[:80]]
+                           for c in r["candidates"] if c["status"] == "screened-out"]
     return out
 
 

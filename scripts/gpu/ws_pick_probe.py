@@ -5,11 +5,13 @@ addresses and 158-159 us with others (UNet2D dec4a), and wav2vec2 conv1's split-
 161-169 us. The tuner now averages over several workspace addresses; `optimize` gives each plan
 one workspace, wherever the allocator puts it. This probe asks whether picking the fastest of
 several workspaces once (block A) still pays later: for each PROBLEM_KEY<TAB>PLAN_NAME line of the
-file, in one fresh process, it allocates the inputs and WS workspaces with random spacers, times
+file, one after another in one process (from the second line on, PyTorch's paths have already run
+in it, as in the referee's process), it allocates the inputs and WS workspaces with random spacers, times
 the plan on each workspace (block A), runs PyTorch's heuristic and benchmark paths and allocates
 more memory, then times every workspace again in reverse order (block B), and once more after
 allocating a second set of inputs and output (block C: do fast workspaces stay fast when the
-activations move?). CUDA events, 40 calls after 10 warm-up calls, median of 3 such blocks.
+activations move?). CUDA events, 40 calls after 10 warm-up calls, median of 3 such blocks (no spin: back-to-back
+calls of these 30-350 us plans keep the GPU ahead of the host).
 
     python scripts/gpu/ws_pick_probe.py PAIRS_FILE [WS]
 
@@ -91,7 +93,7 @@ def probe(key: str, name: str, nws: int, rng: random.Random) -> dict[str, Any]:
 
 
 def main() -> None:
-    pairs = [ln.rstrip("\n").split("\t") for ln in open(sys.argv[1]) if ln.strip()]
+    pairs = [ln.rstrip("\n").split("\t")[:2] for ln in open(sys.argv[1]) if ln.strip()]
     nws = int(sys.argv[2]) if len(sys.argv) > 2 else 8
     torch.backends.cudnn.allow_tf32 = True
     rng = random.Random(11)

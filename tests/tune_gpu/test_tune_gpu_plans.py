@@ -228,9 +228,10 @@ def test_a_first_call_failure_does_not_pin_the_slower_tensor_path() -> None:
 
     graph.execute_plan_at_index = flaky
     x, w, y, ws = _Buf(1), _Buf(2), _Buf(3), _Buf(4)
-    with pytest.raises(RuntimeError, match="EXECUTION_FAILED"):
+    with pytest.raises(RuntimeError, match="EXECUTION_FAILED") as info:
         plan.launch(x, w, y, ws, 5)
     assert calls == ["ints", "tensors"] and plan._pointers is None
+    assert isinstance(info.value.__cause__, RuntimeError)  # the pointer call's error, chained
     fail[0] = False
     plan.launch(x, w, y, ws, 5)
     plan.launch(x, w, y, ws, 5)

@@ -227,6 +227,13 @@ def test_refine_walk_settings_come_from_the_environment(monkeypatch: pytest.Monk
     monkeypatch.setenv("CONVDOCTOR_CUDNN_REFINE_SEEDS", "many")
     with pytest.raises(UsageError, match="CONVDOCTOR_CUDNN_REFINE_SEEDS"):
         gb.refine_args_from_env()
+    monkeypatch.setenv("CONVDOCTOR_CUDNN_REFINE_SEEDS", "0")
+    with pytest.raises(UsageError, match="out of range"):
+        gb.refine_args_from_env()
+    monkeypatch.setenv("CONVDOCTOR_CUDNN_REFINE_SEEDS", "2")
+    monkeypatch.setenv("CONVDOCTOR_CUDNN_REFINE_BAND", "-0.1")
+    with pytest.raises(UsageError, match="BAND=-0.1 is out of range"):
+        gb.refine_args_from_env()
 
 
 def test_backend_passes_the_walk_settings_to_refine(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -257,3 +264,90 @@ def test_backend_passes_the_walk_settings_to_refine(monkeypatch: pytest.MonkeyPa
     assert "max_seeds" not in seen and "rounds" not in seen
     # one round walks fewer knob settings than refine's default two
     assert 0 < narrow < be.last_refinement.tried
+
+
+class _FakeGpu:
+    """A host clock and a GPU timeline: each plan call costs `host_s` of host time and then
+    `kernel_s` of GPU time once the GPU is free; a spin keeps the GPU busy; an event completes
+    when the GPU reaches it. `stall_s` is added once to the host time of call number `stall_at`."""
+
+    def __init__(self, host_s: float, kernel_s: float, stall_at: int = -1,
+                 stall_s: float = 0.0) -> None:
+        self.host_s, self.kernel_s, self.stall_at, self.stall_s = host_s, kernel_s, stall_at, stall_s
+        self.h = 0.0  # host now
+        self.g = 0.0  # GPU busy until
+        self.calls = 0
+        self.spins: list[float] = []
+        fake = self
+
+        class Event:
+            def __init__(self, enable_timing: bool = False) -> None:
+                self.t = 0.0
+
+            def record(self) -> None:
+                self.t = max(fake.g, fake.h)
+
+            def synchronize(self) -> None:
+                fake.h = max(fake.h, self.t)
+
+            def elapsed_time(self, end: Event) -> float:
+                return (end.t - self.t) * 1e3  # ms
+
+        self.Event = Event
+
+    def clock(self) -> float:
+        return self.h
+
+    def spin(self, device: int, seconds: float) -> None:
+        self.spins.append(seconds)
+        self.g = max(self.g, self.h) + seconds
+
+    def synchronize(self) -> None:
+        self.h = max(self.h, self.g)
+
+    def execute(self, *a: object, **k: object) -> None:
+        self.h += self.host_s + (self.stall_s if self.calls == self.stall_at else 0.0)
+        self.calls += 1
+        self.g = max(self.g, self.h) + self.kernel_s
+
+
+def _fake_timer(monkeypatch: pytest.MonkeyPatch, gpu: _FakeGpu, **kw: object):
+    import torch
+
+    from convdoctor.tune.gpu import timing
+
+    monkeypatch.setattr(torch.cuda, "Event", gpu.Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", gpu.synchronize)
+    monkeypatch.setattr(timing, "spin", gpu.spin)
+    monkeypatch.setattr(timing, "spin_rate", lambda device: 1.0e9)
+    buf = types.SimpleNamespace(device=types.SimpleNamespace(index=0))
+    plan = types.SimpleNamespace(execute=gpu.execute, workspace=lambda: None,
+                                 release_workspace=lambda: None)
+    return refine.event_timer(PROBLEM, {"x": buf, "w": buf, "y": buf}, clock=gpu.clock,
+                              **kw), plan
+
+
+def test_quick_timer_times_kernels_not_launch_cost(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a 17 us kernel behind 25 us of host launch cost per call (session 13's fp16 layer3 shape)
+    gpu = _FakeGpu(host_s=25e-6, kernel_s=17e-6)
+    t, plan = _fake_timer(monkeypatch, gpu)
+    assert t(plan) == pytest.approx(17.0)
+    assert gpu.spins and min(gpu.spins) >= 3 * 25e-6  # each batch behind a covering spin
+    # the plain timer (spin=False, or the environment switch) reads mostly launch cost
+    gpu = _FakeGpu(host_s=25e-6, kernel_s=17e-6)
+    t, plan = _fake_timer(monkeypatch, gpu, spin=False)
+    assert t(plan) > 24.0 and not gpu.spins
+    monkeypatch.setenv("CONVDOCTOR_CUDNN_REFINE_SPIN", "0")
+    gpu = _FakeGpu(host_s=25e-6, kernel_s=17e-6)
+    t, plan = _fake_timer(monkeypatch, gpu)
+    assert t(plan) > 24.0 and not gpu.spins
+
+
+def test_quick_timer_retakes_a_batch_its_spin_did_not_cover(monkeypatch) -> None:
+    # calls 0-2 are the warm-up and the two host measurements; a 1 ms host stall hits call 3,
+    # the first timed call: that batch ran dry and is retaken behind a longer spin
+    gpu = _FakeGpu(host_s=25e-6, kernel_s=17e-6, stall_at=3, stall_s=1e-3)
+    t, plan = _fake_timer(monkeypatch, gpu)
+    assert t(plan) == pytest.approx(17.0)
+    assert max(gpu.spins) > 1e-3  # the retake's spin covers the stall
+    assert gpu.calls == 3 + 3 * 3  # warm-up, two host probes; batch 1 twice, batch 2 once

@@ -399,13 +399,20 @@ class GemmRunner(TorchRunner):
 def refine_args_from_env() -> dict[str, Any]:
     """refine.refine's walk settings from the environment: CONVDOCTOR_CUDNN_REFINE_SEEDS
     (max_seeds), _BAND (seed_band), _ROUNDS (rounds); unset ones keep refine's defaults. For
-    experiments (`scripts/gpu/refine_stability.py` compares settings in fresh processes)."""
+    experiments (`scripts/gpu/refine_stability.py` compares settings in fresh processes); they
+    are not part of the database key, so tune into a scratch `--db` (or `--no-db`) with them."""
     out: dict[str, Any] = {}
     for var, arg, kind in (("SEEDS", "max_seeds", int), ("BAND", "seed_band", float),
                            ("ROUNDS", "rounds", int)):
         v = _env_num(f"CONVDOCTOR_CUDNN_REFINE_{var}", None, kind)
-        if v is not None:
-            out[arg] = v
+        if v is None:
+            continue
+        if v < (0 if var == "BAND" else 1):
+            from ...errors import UsageError
+
+            raise UsageError(f"CONVDOCTOR_CUDNN_REFINE_{var}={v} is out of range "
+                             f"({'0 or more' if var == 'BAND' else '1 or more'})")
+        out[arg] = v
     return out
 
 

@@ -330,11 +330,16 @@ class ConvPlan:
             self._g.graph.execute_plan_at_index(pack, workspace.data_ptr(), self.index, handle=h)
             self._pointers = True
             return
-        except (TypeError, RuntimeError):
+        except (TypeError, RuntimeError) as exc:
             if self._pointers:  # pointers worked before: this is a real failure
                 raise
-        # pointers never worked yet: maybe this frontend wants objects with __dlpack__
-        self._g.graph.execute_plan_at_index(tensors, workspace, self.index, handle=h)
+            first = exc
+        # pointers never worked yet: maybe this frontend wants objects with __dlpack__ (which
+        # exception an older frontend raises for ints is not known, hence RuntimeError too)
+        try:
+            self._g.graph.execute_plan_at_index(tensors, workspace, self.index, handle=h)
+        except Exception as exc:
+            raise exc from first  # both failed: keep the pointer call's error in the chain
         self._pointers = False
 
     def __repr__(self) -> str:
