@@ -55,33 +55,22 @@ class Refinement:
 QUICK_CALLS = 3  # calls per quick batch (two batches, the faster one counts)
 
 
-def quick_cover(host_s: float, calls: int = QUICK_CALLS) -> float:
-    """The GPU spin that covers the host's enqueueing of one quick batch (`calls` calls that took
-    `host_s` each, plus the two events): `timing.cover_for` of the whole batch."""
-    from .timing import cover_for
+def event_timer(problem: ConvProblem, buffers: dict[str, Any], *,
+                spin: bool | None = None) -> Callable[[cp.ConvPlan], float]:
+    """A quick timer: the best per-call time (us) of two batches of `QUICK_CALLS` back-to-back
+    calls, on `buffers` (role -> tensor, e.g. the problem's first placement).
 
-    return cover_for(max(0.0, host_s) * max(1, calls))
-
-
-QUICK_RETAKES = 2  # a batch the spin did not cover is retaken with a longer spin (at most twice)
-
-
-def event_timer(problem: ConvProblem, buffers: dict[str, Any], *, spin: bool | None = None,
-                clock: Callable[[], float] = time.perf_counter) -> Callable[[cp.ConvPlan], float]:
-    """A quick timer: the best per-call time (us) of two batches of `QUICK_CALLS` calls after
-    one warm-up call, on `buffers` (role -> tensor, e.g. the problem's first placement).
-
-    Each batch starts behind a GPU spin (`timing.spin`) long enough to cover the host's
-    enqueueing of the batch (`quick_cover` of the faster of two measured calls), so the events
-    time the kernels back to back, not the Python and cudnn-frontend launch cost; a batch whose
-    enqueueing outlasted its spin (a stalled host) is retaken with a longer one
-    (`timing.longer_cover`, `QUICK_RETAKES` times at most), as the harness's `LaunchTimer` does.
-    Why: in session 13 (H100, `scripts/gpu/refine_stability.py`) the plain event timer read plans
-    of a 17 us fp16 kernel at 23-29 us and of a 27 us one at 33-42 us: the host's launch cost per
-    call (tens of us through the frontend's execute) was most of the figure, so which neighbour
-    looked fastest, and which seeds a walk started from, was launch jitter, and two tuning runs
-    of the same layer kept different refined plans (3 of the 4 unstable rows of that session's
-    fp16 suite). `spin=False` (or CONVDOCTOR_CUDNN_REFINE_SPIN=0) gives the old plain timer."""
+    The batches are timed by the harness's own `timing.LaunchTimer` (no L2 flush, no CUDA graph):
+    its warm-up calls, a GPU spin before each batch sized from the batch's measured host time,
+    and a retake behind a longer spin when the host outran it, so the events time the kernels
+    back to back, not the Python and cudnn-frontend launch cost. Why: in session 13 (H100,
+    `scripts/gpu/refine_stability.py`) the former plain timer (events around 3 calls after one
+    warm-up call) read plans of a 17 us fp16 kernel at 23-29 us and of a 27 us one at 33-42 us:
+    the host's launch cost per call was most of the figure, so which neighbour looked fastest,
+    and which seeds a walk started from, was launch jitter, and two tuning runs of the same layer
+    kept different refined plans (3 of the 4 unstable rows of that session's fp16 suite).
+    `spin=False` (or CONVDOCTOR_CUDNN_REFINE_SPIN=0), or a torch without `torch.cuda._sleep`,
+    gives the plain timer."""
     import torch
 
     from . import timing
@@ -95,6 +84,21 @@ def event_timer(problem: ConvProblem, buffers: dict[str, Any], *, spin: bool | N
     device = a.device.index if a.device.index is not None else torch.cuda.current_device()
     covered = bool(spin) and timing.spin_rate(device) > 0
 
+    def plain(call: Callable[[], None]) -> float:
+        call()
+        torch.cuda.synchronize()
+        best = float("inf")
+        for _ in range(2):
+            s = torch.cuda.Event(enable_timing=True)
+            e = torch.cuda.Event(enable_timing=True)
+            s.record()
+            for _ in range(QUICK_CALLS):
+                call()
+            e.record()
+            e.synchronize()
+            best = min(best, s.elapsed_time(e) / QUICK_CALLS * 1e3)
+        return best
+
     def timer(plan: cp.ConvPlan) -> float:
         ws = plan.workspace()
 
@@ -102,37 +106,11 @@ def event_timer(problem: ConvProblem, buffers: dict[str, Any], *, spin: bool | N
             plan.execute(a, b, out, workspace=ws, check=False)
 
         try:
-            call()
-            torch.cuda.synchronize()
-            cover = 0.0
-            if covered:
-                host = float("inf")
-                for _ in range(2):
-                    t0 = clock()
-                    call()
-                    host = min(host, clock() - t0)
-                    torch.cuda.synchronize()
-                cover = quick_cover(host)
-            best = float("inf")
-            for _ in range(2):
-                for attempt in range(QUICK_RETAKES + 1):
-                    s = torch.cuda.Event(enable_timing=True)
-                    e = torch.cuda.Event(enable_timing=True)
-                    if cover:
-                        timing.spin(device, cover)
-                    t0 = clock()
-                    s.record()
-                    for _ in range(QUICK_CALLS):
-                        call()
-                    e.record()
-                    enqueue = clock() - t0
-                    e.synchronize()
-                    longer = timing.longer_cover(enqueue, cover) if cover else None
-                    if longer is None or attempt == QUICK_RETAKES:
-                        break
-                    cover = longer  # the GPU ran dry: this batch timed host time too
-                best = min(best, s.elapsed_time(e) / QUICK_CALLS * 1e3)
-            return best
+            if not covered:
+                return plain(call)
+            lt = timing.LaunchTimer(call, device=device, flush=False, batch=QUICK_CALLS,
+                                    graph=False)
+            return min(lt.time(2)) * 1e6
         finally:
             plan.release_workspace()
 
