@@ -167,6 +167,7 @@ def test_backend_offers_refined_plans_with_their_origin(monkeypatch: pytest.Monk
     be = object.__new__(gb.CudaBackend)
     be.device, be.enumerate_engines, be.max_extra, be.enum_budget_s = 0, False, 0, 1.0
     be.cudnn_error, be.max_plans, be.refine, be.refine_budget_s = "", 0, True, 4.0
+    be.refine_args = {}
     be.placements_for = lambda p: types.SimpleNamespace(sets=[{}])  # type: ignore[method-assign]
     en = enumeration()
     monkeypatch.setattr(cudnn_plan, "enumerate_plans", lambda *a, **k: en)
@@ -191,6 +192,7 @@ def test_backend_refinement_failure_is_a_note_not_an_error(monkeypatch) -> None:
     be = object.__new__(gb.CudaBackend)
     be.device, be.enumerate_engines, be.max_extra, be.enum_budget_s = 0, False, 0, 1.0
     be.cudnn_error, be.max_plans, be.refine, be.refine_budget_s = "", 0, True, 4.0
+    be.refine_args = {}
 
     def boom(p: ConvProblem) -> None:
         raise RuntimeError("CUDA out of memory")

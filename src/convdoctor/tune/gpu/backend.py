@@ -612,7 +612,7 @@ class CudaBackend:
             timer = refine.event_timer(problem, sets[0])
             res = refine.refine(problem, en, timer, device=self.device,
                                 budget_s=self.refine_budget_s,
-                                **getattr(self, "refine_args", {}))
+                                **self.refine_args)
         except Exception as exc:  # noqa: BLE001 - refinement only adds candidates
             res = refine.Refinement(plans=[], notes=[f"refinement failed: {type(exc).__name__}: "
                                                      f"{' '.join(str(exc).split())[:200]}"])
