@@ -79,3 +79,20 @@ def test_restricted_backend_offers_a_tuned_cudnn_plan_missing_from_its_listing()
     assert set(cands) == {"torch:heuristic", "cudnn:eng67_k2=3", "twin:cudnn:eng67_k2=3"}
     assert "built by its name" in cands["cudnn:eng67_k2=3"].notes[0]
     assert be.prepare(p, cands["twin:cudnn:eng67_k2=3"]) == "twin:cudnn:eng67_k2=3"
+
+
+def test_restricted_backend_short_list_keeps_the_restriction() -> None:
+    p = ConvProblem.parse("fprop n=1 c=8 h=8 w=8 k=8 r=1 s=1")
+    keys = {"torch:heuristic", "cudnn:e1", "cudnn:eng67_k2=3"}
+    be = _Restricted(_Inner(), keys)
+    with pytest.raises(RuntimeError, match="no short candidate list"):
+        be.lean_candidates(p)
+
+    class _LeanInner(_Inner):
+        def lean_candidates(self, problem: ConvProblem) -> list[Candidate]:
+            return [Candidate("torch:heuristic", "cuda"), Candidate("cudnn:e2", "cuda")]
+
+    cands = {c.key: c for c in _Restricted(_LeanInner(), keys).lean_candidates(p)}
+    # e1 is missing from the short list: offered by name like any plan outside the listing
+    assert set(cands) == {"torch:heuristic", "cudnn:e1", "cudnn:eng67_k2=3"}
+    assert "built by its name" in cands["cudnn:e1"].notes[0]

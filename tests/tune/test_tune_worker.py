@@ -45,3 +45,27 @@ def test_crash_hang_and_error_cost_only_their_candidate() -> None:
 def test_worker_that_cannot_start_is_a_clear_error() -> None:
     with pytest.raises(ConvdoctorError, match="did not start"):
         WorkerBackend("no_such_module_xyz:factory", timeout_s=5.0)
+
+
+def test_a_hung_listing_falls_back_to_the_short_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    # session 14 (H100): 5 depthwise layers' full listings outlasted the worker's wait in both
+    # tuning runs and those layers got no result; now the harness retries the short list
+    from convdoctor.tune import worker
+
+    monkeypatch.setattr(worker, "LIST_TIMEOUT_S", 2.0)
+    cfg = HarnessConfig(min_samples=5, min_rounds=3, budget_s=1.0, warmup_max_steps=2)
+    with WorkerBackend("tune_fakes:make_hanging_list_backend", timeout_s=1.0) as be:
+        t0 = time.monotonic()
+        r = tune_problem(PROBLEM, backend=be, config=cfg, budget_s=1.0)
+        elapsed = time.monotonic() - t0
+    assert r.winner is not None and r.winner.key == "fake:ok-fast"
+    assert "could not list candidates: WorkerDied" in r.notes[0] and "hung" in r.notes[0]
+    assert "short list" in r.notes[1]
+    assert 2.0 <= elapsed < 20  # the listing waited LIST_TIMEOUT_S, not the 1 s candidate wait
+
+
+def test_a_backend_without_a_short_list_reports_the_listing_failure() -> None:
+    with WorkerBackend("tune_fakes:make_crash_backend", timeout_s=3.0) as be:
+        with pytest.raises(RuntimeError, match="no short candidate list"):
+            be.lean_candidates(PROBLEM)
+        assert [c.key for c in be.candidates(PROBLEM)][:2] == ["fake:ok-slow", "fake:abort"]

@@ -187,6 +187,24 @@ def make_crash_backend() -> CrashBackend:
     return CrashBackend()
 
 
+class HangingListBackend(CrashBackend):
+    """Its full candidate listing hangs (as a CUDA listing whose plan builds and quick times
+    outlast the worker's wait); its short list answers: two good candidates."""
+
+    name = "hanging-list"
+
+    def candidates(self, problem: ConvProblem) -> list[Candidate]:
+        time.sleep(3600)
+        return []
+
+    def lean_candidates(self, problem: ConvProblem) -> list[Candidate]:
+        return [Candidate(key=k, backend="crash") for k in ("fake:ok-slow", "fake:ok-fast")]
+
+
+def make_hanging_list_backend() -> HangingListBackend:
+    return HangingListBackend()
+
+
 # ---------------------------------------------------------------------- buffer placements
 class SlotRunner(SimRunner):
     """A runner that keeps several buffer placements (`slotted`): a run on placement i takes the

@@ -112,9 +112,19 @@ class _Restricted:
         return dict(self.inner.environment())
 
     def candidates(self, problem: ConvProblem) -> list[Candidate]:
+        return self._restrict(self.inner.candidates(problem))
+
+    def lean_candidates(self, problem: ConvProblem) -> list[Candidate]:
+        """The same restriction over the inner backend's short list (the harness's fallback when
+        the full listing failed); plans missing from it are built by name as above."""
+        lean = getattr(self.inner, "lean_candidates", None)
+        if lean is None:
+            raise RuntimeError(f"backend {self.name!r} has no short candidate list")
+        return self._restrict(lean(problem))
+
+    def _restrict(self, base: list[Candidate]) -> list[Candidate]:
         from dataclasses import replace
 
-        base = self.inner.candidates(problem)
         out = [c for c in base if c.key in self.keys]
         by = {c.key: c for c in base}
         # A cuDNN plan chosen by a tuning run need not be in this process's listing (knob

@@ -519,12 +519,24 @@ class Harness:
     # ------------------------------------------------------------------ entry point
     def run(self, problem: ConvProblem, env: dict[str, str]) -> TuneResult:
         t0 = time.monotonic()
+        listing_notes: list[str] = []
         try:
             cands = self.backend.candidates(problem)
         except Exception as exc:  # noqa: BLE001 - a backend that cannot list costs this problem
-            return TuneResult(problem=problem, env=dict(env), backend=self.backend.name,
-                              winner=None, created=time.time(), tuning_s=time.monotonic() - t0,
-                              notes=[f"could not list candidates: {type(exc).__name__}: {exc}"])
+            listing_notes.append(f"could not list candidates: {type(exc).__name__}: {exc}")
+            lean = getattr(self.backend, "lean_candidates", None)
+            try:
+                if lean is None:
+                    raise
+                cands = lean(problem)
+            except Exception as exc2:  # noqa: BLE001
+                if exc2 is not exc:
+                    listing_notes.append(f"nor the short list: {type(exc2).__name__}: {exc2}")
+                return TuneResult(problem=problem, env=dict(env), backend=self.backend.name,
+                                  winner=None, created=time.time(),
+                                  tuning_s=time.monotonic() - t0, notes=listing_notes)
+            listing_notes.append("tuned from the backend's short list (no engine enumeration, "
+                                 "no knob refinement)")
         self._trace({"phase": "problem", "key": problem.key(), "candidates": len(cands)})
         seen: set[str] = set()
         lives: list[_Live] = []
@@ -535,7 +547,7 @@ class Harness:
             lives.append(_Live(CandidateStats(candidate=c)))
         result = TuneResult(problem=problem, env=dict(env), backend=self.backend.name,
                             winner=None, candidates=[lv.stats for lv in lives],
-                            created=time.time())
+                            created=time.time(), notes=listing_notes)
         try:
             best_second: float | None = None
             for lv in lives:

@@ -169,6 +169,12 @@ class _ProxyRunner:
         self.rid = None
 
 
+# How long a candidate listing may take before the worker counts as hung: the CUDA backend's
+# listing spends up to its enumeration (2 s) and refinement (6 s) budgets plus plan builds (cuDNN
+# runtime-compiled engines take seconds each).
+LIST_TIMEOUT_S = 60.0
+
+
 class WorkerBackend:
     """A Backend whose candidates run in a subprocess; see the module docstring."""
 
@@ -225,7 +231,22 @@ class WorkerBackend:
         return dict(self._env or {})
 
     def candidates(self, problem: ConvProblem) -> list[Candidate]:
-        rep = self.call({"op": "candidates", "problem": problem.to_dict()})
+        return self._listing({"op": "candidates", "problem": problem.to_dict()})
+
+    def lean_candidates(self, problem: ConvProblem) -> list[Candidate]:
+        """The backend's short list (its `lean_candidates`: on CUDA no engine enumeration and no
+        knob refinement), for when the full listing died; RuntimeError where it has none."""
+        return self._listing({"op": "candidates", "problem": problem.to_dict(), "lean": True})
+
+    def _listing(self, msg: dict[str, Any]) -> list[Candidate]:
+        """Listing builds and quick-times plans (enumeration and refinement budgets, plan
+        builds): it may take longer than one candidate's request, so it waits LIST_TIMEOUT_S."""
+        old = self.timeout_s
+        self.timeout_s = max(old, LIST_TIMEOUT_S)
+        try:
+            rep = self.call(msg)
+        finally:
+            self.timeout_s = old
         return [Candidate.from_dict(c) for c in rep["candidates"]]
 
     def prepare(self, problem: ConvProblem, candidate: Candidate) -> _ProxyRunner:
@@ -320,7 +341,12 @@ def serve(spec: str) -> int:
                 backend = _load_backend(spec)
                 reply = {"name": backend.name, "environment": backend.environment()}
             elif op == "candidates":
-                cands = backend.candidates(ConvProblem.from_dict(msg["problem"]))
+                lister = backend.candidates
+                if msg.get("lean"):
+                    lister = getattr(backend, "lean_candidates", None)
+                    if lister is None:
+                        raise RuntimeError(f"backend {backend.name!r} has no short candidate list")
+                cands = lister(ConvProblem.from_dict(msg["problem"]))
                 reply = {"candidates": [c.to_dict() for c in cands]}
             elif op == "prepare":
                 r = backend.prepare(ConvProblem.from_dict(msg["problem"]),

@@ -564,13 +564,15 @@ class CudaBackend:
                                  ("PyTorch native CUDA kernels (cuDNN disabled)",) + asym))
         return out
 
-    def cudnn_candidates(self, problem: ConvProblem) -> list[Candidate]:
+    def cudnn_candidates(self, problem: ConvProblem, *, lean: bool = False) -> list[Candidate]:
+        """cuDNN plans: the heuristic lists, engine/knob enumeration and knob refinement (`lean`:
+        the heuristic lists only)."""
         from ...errors import DependencyMissing
         from .cudnn_plan import enumerate_plans
 
         try:
             en = enumerate_plans(problem, device=self.device,
-                                 enumerate_engines=self.enumerate_engines,
+                                 enumerate_engines=self.enumerate_engines and not lean,
                                  max_extra=self.max_extra, time_budget_s=self.enum_budget_s)
         except DependencyMissing as exc:
             self.cudnn_error = str(exc)
@@ -587,7 +589,10 @@ class CudaBackend:
             heur = [p for p in built if p.source != "enum"]
             n_enum = min(len(enum), max(0, self.max_plans // 4)) if heur else len(enum)
             built = heur[: self.max_plans - n_enum] + enum[:n_enum]
-        built = built + self._refined(problem, en)
+        if not lean:
+            built = built + self._refined(problem, en)
+        else:
+            self.last_refinement = None
         for p in built:
             det = "NONDETERMINISTIC" not in p.notes and "notes-unknown" not in p.notes
             notes = (f"source={p.source}",) + tuple(n.lower() for n in p.notes)
@@ -622,6 +627,12 @@ class CudaBackend:
     def candidates(self, problem: ConvProblem) -> list[Candidate]:
         self.release(problem)
         return self.torch_candidates(problem) + self.cudnn_candidates(problem)
+
+    def lean_candidates(self, problem: ConvProblem) -> list[Candidate]:
+        """PyTorch's paths and cuDNN's heuristic plans only (no enumeration, no refinement): what
+        the harness falls back to when the full listing failed or hung."""
+        self.release(problem)
+        return self.torch_candidates(problem) + self.cudnn_candidates(problem, lean=True)
 
     def release(self, problem: ConvProblem | None = None) -> None:
         """Free what earlier problems left behind before tuning `problem`: their cached cuDNN
