@@ -79,6 +79,20 @@ def test_seeds_are_the_best_of_each_engine_then_plans_close_to_the_best() -> Non
     assert refine.pick_seeds([], {}) == []
 
 
+def test_seeds_include_the_best_of_each_knob_family_of_the_fastest_engines() -> None:
+    # session 14's pos_conv: eng27 listed in two knob families; the 184 us plan lies one knob from
+    # the slower family's plan (364 us), none from the fastest eng27 plan (291 us)
+    quick = {"eng27_k2=1_k5=3_k14=5": 291.0, "eng27_k14=4_k2=0": 364.0,
+             "eng27_k14=6_k2=1": 380.0, "eng4": 591.0, "eng28_k2=4_k3=0": 803.0,
+             "eng28_k2=4": 900.0}
+    ranked = sorted(quick, key=quick.__getitem__)
+    assert refine.pick_seeds(ranked, quick) == ["eng27_k2=1_k5=3_k14=5", "eng27_k14=4_k2=0",
+                                                "eng4"]
+    # eng28 is not among the two fastest engines: neither family is a seed; with three it is,
+    # and so are both its families
+    assert refine.pick_seeds(ranked, quick, engines=3)[3:] == ["eng28_k2=4_k3=0", "eng28_k2=4"]
+
+
 # ---------------------------------------------------------------- knob numbers and named builds
 def test_engine_knobs_learns_plan_name_numbers_of_frontend_types() -> None:
     spec, mapping = cudnn_plan.engine_knobs(PROBLEM, 1, 4)
@@ -184,6 +198,35 @@ def test_backend_offers_refined_plans_with_their_origin(monkeypatch: pytest.Monk
     # refinement off: the listing is the enumeration's alone
     be.refine = False
     assert "cudnn:eng4_k2=3_k24=0" not in {c.key for c in be.cudnn_candidates(PROBLEM)}
+
+
+def test_backend_short_list_has_neither_enumeration_nor_refinement(monkeypatch) -> None:
+    from convdoctor.tune.gpu import backend as gb
+
+    be = object.__new__(gb.CudaBackend)
+    be.device, be.enumerate_engines, be.max_extra, be.enum_budget_s = 0, True, 8, 1.0
+    be.cudnn_error, be.max_plans, be.refine, be.refine_budget_s = "", 0, True, 4.0
+    be.refine_args = {}
+    be.placements_for = lambda p: types.SimpleNamespace(sets=[{}])  # type: ignore[method-assign]
+    asked: list[bool] = []
+    real_enum = cudnn_plan.enumerate_plans
+
+    def enum(*a: object, **k: object) -> cudnn_plan.Enumeration:
+        asked.append(bool(k["enumerate_engines"]))
+        return real_enum(PROBLEM, device=0, handle=1, enumerate_engines=bool(k["enumerate_engines"]))
+
+    monkeypatch.setattr(cudnn_plan, "enumerate_plans", enum)
+    monkeypatch.setattr(refine, "event_timer", lambda p, bufs: timer)
+    real = refine.refine
+    monkeypatch.setattr(refine, "refine", lambda *a, **k: real(*a, **{**k, "handle": 1}))
+    full = be.cudnn_candidates(PROBLEM)
+    assert asked == [True] and full and be.last_refinement is not None
+    monkeypatch.setattr(be, "release", lambda problem=None: None)
+    monkeypatch.setattr(be, "torch_candidates", lambda problem: [])
+    short = be.lean_candidates(PROBLEM)
+    assert asked == [True, False] and be.last_refinement is None
+    assert short and all("source=refine" not in c.notes and "source=enum" not in c.notes
+                         for c in short)
 
 
 def test_backend_refinement_failure_is_a_note_not_an_error(monkeypatch) -> None:
@@ -337,9 +380,59 @@ def test_quick_timer_times_kernels_not_launch_cost(monkeypatch: pytest.MonkeyPat
 
 
 def test_quick_timer_retakes_a_batch_its_spin_did_not_cover(monkeypatch) -> None:
-    # LaunchTimer's estimate (5 calls) and preparation (2 batches of 3) come first; a 1 ms host
-    # stall on call 11, the first timed call: that batch ran dry and is retaken behind a longer spin
-    gpu = _FakeGpu(host_s=25e-6, kernel_s=17e-6, stall_at=11, stall_s=1e-3)
+    # the first-call probe (2 calls), LaunchTimer's estimate (5) and preparation (2 batches of
+    # 3) come first; a 1 ms host stall on call 13, the first timed call: that batch ran dry and
+    # is retaken behind a longer spin
+    gpu = _FakeGpu(host_s=25e-6, kernel_s=17e-6, stall_at=13, stall_s=1e-3)
     t, plan = _fake_timer(monkeypatch, gpu)
     assert t(plan) == pytest.approx(17.0)
     assert max(gpu.spins) > 1e-3  # the retake's spin covers the stall
+
+
+def test_quick_timer_cuts_a_plan_far_slower_than_the_fastest(monkeypatch) -> None:
+    # session 14: depthwise layers' slow plans, each timed with ~20 calls, made the candidate
+    # listing outlast the worker's 30 s. After a 17 us plan, a 5 ms plan gets 2 calls (warm-up,
+    # one between events) and that reading; a 40 us plan (within 2x + 50 us) is timed in full.
+    gpu = _FakeGpu(host_s=25e-6, kernel_s=17e-6)
+    t, plan = _fake_timer(monkeypatch, gpu)
+    assert t(plan) == pytest.approx(17.0)
+    full = gpu.calls
+    assert full > 10
+    gpu.kernel_s, gpu.calls = 5e-3, 0
+    assert t(plan) == pytest.approx(5000.0, rel=0.02)
+    assert gpu.calls == 2
+    gpu.kernel_s, gpu.calls = 40e-6, 0
+    assert t(plan) == pytest.approx(40.0)
+    assert gpu.calls == full
+    # without a fastest plan yet nothing is cut
+    gpu = _FakeGpu(host_s=25e-6, kernel_s=5e-3)
+    t, plan = _fake_timer(monkeypatch, gpu)
+    assert t(plan) == pytest.approx(5000.0) and gpu.calls > 2
+
+
+def test_refine_checks_its_budget_before_each_plan(monkeypatch) -> None:
+    # each quick time costs 1 s of a fake clock; with a 2.5 s budget the walk stops after the
+    # third timing, not at the end of a chunk of 32 neighbours nor of the listed plans
+    clock = [0.0]
+    monkeypatch.setattr(refine, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    timed: list[str] = []
+
+    def t(plan: cudnn_plan.ConvPlan) -> float:
+        clock[0] += 1.0
+        timed.append(plan.name)
+        return timer(plan)
+
+    en = enumeration()
+    listed = [p.name for p in en.built() if refine._canon(p.name) is not None]
+    assert len(listed) > 3
+    res = refine.refine(PROBLEM, en, t, device=0, handle=1, budget_s=2.5)
+    assert len(timed) == 3 and timed == listed[:3]
+    assert refine.BUDGET_NOTE in res.notes and res.built == 0
+    # with time for the listed plans and two more, the walk stops inside its first chunk
+    clock[0] = 0.0
+    timed.clear()
+    cudnn_plan.clear_cache()
+    en = enumeration()
+    res = refine.refine(PROBLEM, en, t, device=0, handle=1, budget_s=len(listed) + 1.5)
+    assert len(timed) == len(listed) + 2 and res.built == 2
+    assert refine.BUDGET_NOTE in res.notes

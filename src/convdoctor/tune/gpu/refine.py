@@ -18,7 +18,8 @@ the fastest heuristic plan ran 1-4% faster on several fp32 layers (whisper conv2
    to the harness as ordinary candidates (source `refine`), where they are warmed up, checked
    against the float64 reference and measured like every other candidate.
 
-All of it runs within `budget_s`; plans not kept are dropped from the plan cache.
+All of it runs within `budget_s` (checked before each plan is timed or built); plans not kept are
+dropped from the plan cache.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from ...problem import ConvProblem
 
 SOURCE = "refine"
+BUDGET_NOTE = "refinement time budget spent"
 MAX_WORKSPACE = 1 << 30  # a neighbour asking for more than 1 GiB of workspace is not timed
 
 
@@ -53,6 +55,16 @@ class Refinement:
 
 
 QUICK_CALLS = 3  # calls per quick batch (two batches, the faster one counts)
+# A plan whose first timed call (after one warm-up call) reads over SLOW_CUT times the fastest
+# quick time so far plus SLOW_SLACK_US gets that reading as its quick time, without the batches:
+# it can be neither a seed (within `seed_band`) nor kept (within `margin`). The slack covers the
+# launch cost a single call's events include (up to ~30 us per call on the H100 host), so a plan
+# is cut only when its kernel is certainly slower than the best. Why: in session 14 the spin-
+# covered batches (~20 calls per plan) made the quick times of depthwise fp16 layers' slow plans
+# so costly that listing the candidates of 5 MobileNet/EfficientNet layers took over the worker's
+# 30 s in both tuning runs, and those layers got no tuned result.
+SLOW_CUT = 2.0
+SLOW_SLACK_US = 50.0
 
 
 def event_timer(problem: ConvProblem, buffers: dict[str, Any], *,
@@ -70,7 +82,11 @@ def event_timer(problem: ConvProblem, buffers: dict[str, Any], *,
     and which seeds a walk started from, was launch jitter, and two tuning runs of the same layer
     kept different refined plans (3 of the 4 unstable rows of that session's fp16 suite).
     `spin=False` (or CONVDOCTOR_CUDNN_REFINE_SPIN=0), or a torch without `torch.cuda._sleep`,
-    gives the plain timer."""
+    gives the plain timer.
+
+    Every plan first gets one warm-up call and one call between events; a plan that reads more
+    than SLOW_CUT x the fastest quick time this timer returned so far + SLOW_SLACK_US is not
+    timed further (see SLOW_CUT)."""
     import torch
 
     from . import timing
@@ -83,10 +99,21 @@ def event_timer(problem: ConvProblem, buffers: dict[str, Any], *,
     a, b, out = buffers[ra], buffers[rb], buffers[ro]
     device = a.device.index if a.device.index is not None else torch.cuda.current_device()
     covered = bool(spin) and timing.spin_rate(device) > 0
+    fastest = [float("inf")]  # the fastest quick time (us) returned so far
 
-    def plain(call: Callable[[], None]) -> float:
+    def first(call: Callable[[], None]) -> float:
+        """us of one call between events, after one warm-up call."""
         call()
         torch.cuda.synchronize()
+        s = torch.cuda.Event(enable_timing=True)
+        e = torch.cuda.Event(enable_timing=True)
+        s.record()
+        call()
+        e.record()
+        e.synchronize()
+        return float(s.elapsed_time(e)) * 1e3
+
+    def plain(call: Callable[[], None]) -> float:
         best = float("inf")
         for _ in range(2):
             s = torch.cuda.Event(enable_timing=True)
@@ -106,11 +133,16 @@ def event_timer(problem: ConvProblem, buffers: dict[str, Any], *,
             plan.execute(a, b, out, workspace=ws, check=False)
 
         try:
-            if not covered:
-                return plain(call)
-            lt = timing.LaunchTimer(call, device=device, flush=False, batch=QUICK_CALLS,
-                                    graph=False)
-            return min(lt.time(2)) * 1e6
+            t = first(call)
+            if t <= SLOW_CUT * fastest[0] + SLOW_SLACK_US:
+                if not covered:
+                    t = plain(call)
+                else:
+                    lt = timing.LaunchTimer(call, device=device, flush=False, batch=QUICK_CALLS,
+                                            graph=False)
+                    t = min(lt.time(2)) * 1e6
+            fastest[0] = min(fastest[0], t)
+            return t
         finally:
             plan.release_workspace()
 
@@ -125,11 +157,17 @@ def _canon(name: str) -> tuple[int, tuple[tuple[int, int], ...]] | None:
     return eng, tuple(sorted(knobs.items()))
 
 
+def _family(name: str) -> tuple[int, frozenset[int]]:
+    """(engine, the knobs its name sets)."""
+    eng, knobs = policy.parse_plan_name(name)
+    return eng, frozenset(knobs)
+
+
 def pick_seeds(ranked: list[str], quick_us: dict[str, float], *, engines: int = 2,
                band: float = 0.05, max_seeds: int = 4) -> list[str]:
-    """Where the knob walks start: the fastest plan of each of the `engines` fastest engines,
-    then every other plan within `band` of the fastest quick time (`max_seeds` in all, fastest
-    first). Session 10 (H100, fp32 suite): with one seed per engine, two tuning runs of the same
+    """Where the knob walks start: the fastest plan of each of the `engines` fastest engines and
+    of each knob family of those engines (see below), then every other plan within `band` of the
+    fastest quick time (`max_seeds` in all unless the first two kinds are more; fastest first). Session 10 (H100, fp32 suite): with one seed per engine, two tuning runs of the same
     layer walked from different plans when their quick times swapped places (a plan ran 161.7 us
     in one process and 152.3 us in another), found different neighbours, and 4 of 88 layers were
     no longer chosen within 3% run to run; several seeds close to the best make both runs cover
@@ -143,6 +181,19 @@ def pick_seeds(ranked: list[str], quick_us: dict[str, float], *, engines: int = 
             seeds.append(name)
         if len(seeds) >= engines:
             break
+    # ... and of each other knob family of those engines (plans naming a different set of
+    # knobs: cuDNN leaves some knobs out of a name at their default). Session 14 (H100, wav2vec2
+    # pos_conv fp16): eng27 was listed as eng27_k2=1_k5=3_k14=5 (291 us) and eng27_k14=4_k2=0
+    # (364 us); the walk sets only the engine's reported knobs (k2, k14), so the fastest eng27
+    # plan's neighbours all dropped its k5, and the 184 us plan eng27_k14=4_k2=5, one knob from
+    # the slower family's plan, was found only when a noisy quick time made that plan the seed.
+    engs = {policy.parse_plan_name(s)[0] for s in seeds}
+    families = {_family(s) for s in seeds}
+    for name in ranked:
+        fam = _family(name)
+        if fam[0] in engs and fam not in families:
+            families.add(fam)
+            seeds.append(name)
     best = quick_us[ranked[0]]
     for name in ranked:
         if len(seeds) >= max(max_seeds, engines):
@@ -162,7 +213,17 @@ def refine(problem: ConvProblem, en: cp.Enumeration, timer: Callable[[cp.ConvPla
     h = handle if handle is not None else cp.get_handle(device)
     res = Refinement(plans=[])
     by_name = {p.name: p for p in en.built() if _canon(p.name) is not None}
+
+    def spent() -> bool:
+        if time.perf_counter() <= deadline:
+            return False
+        if BUDGET_NOTE not in res.notes:
+            res.notes.append(BUDGET_NOTE)
+        return True
+
     for name in by_name:
+        if res.quick_us and spent():  # the first plan is always timed: seeds need one
+            break
         plan = cp.cached_plan(problem, name, device)
         if plan is None or plan.workspace_bytes > MAX_WORKSPACE:
             continue
@@ -203,9 +264,7 @@ def refine(problem: ConvProblem, en: cp.Enumeration, timer: Callable[[cp.ConvPla
             combos = policy.neighbor_settings(axes, [knobs[mapping[t]] for t, *_r in spec])
             best: tuple[str, float] | None = None
             for start in range(0, len(combos), chunk):
-                if time.perf_counter() > deadline:
-                    if "refinement time budget spent" not in res.notes:
-                        res.notes.append("refinement time budget spent")
+                if spent():
                     break
                 g = cp._new_graph(problem, h, SOURCE)
                 for c in combos[start:start + chunk]:
@@ -217,6 +276,8 @@ def refine(problem: ConvProblem, en: cp.Enumeration, timer: Callable[[cp.ConvPla
                         continue
                 cp._apply_filter(problem, g)
                 for i in range(int(g.graph.get_execution_plan_count())):
+                    if spent():
+                        break
                     name = str(g.graph.get_plan_name_at_index(i))
                     canon = _canon(name)
                     if canon is None or canon in known:
