@@ -101,30 +101,12 @@ def event_timer(problem: ConvProblem, buffers: dict[str, Any], *,
     covered = bool(spin) and timing.spin_rate(device) > 0
     fastest = [float("inf")]  # the fastest quick time (us) returned so far
 
-    def first(call: Callable[[], None]) -> float:
-        """us of one call between events, after one warm-up call."""
-        call()
-        torch.cuda.synchronize()
-        s = torch.cuda.Event(enable_timing=True)
-        e = torch.cuda.Event(enable_timing=True)
-        s.record()
-        call()
-        e.record()
-        e.synchronize()
-        return float(s.elapsed_time(e)) * 1e3
-
-    def plain(call: Callable[[], None]) -> float:
-        best = float("inf")
-        for _ in range(2):
-            s = torch.cuda.Event(enable_timing=True)
-            e = torch.cuda.Event(enable_timing=True)
-            s.record()
+    def batch(call: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
             for _ in range(QUICK_CALLS):
                 call()
-            e.record()
-            e.synchronize()
-            best = min(best, s.elapsed_time(e) / QUICK_CALLS * 1e3)
-        return best
+
+        return run
 
     def timer(plan: cp.ConvPlan) -> float:
         ws = plan.workspace()
@@ -133,10 +115,10 @@ def event_timer(problem: ConvProblem, buffers: dict[str, Any], *,
             plan.execute(a, b, out, workspace=ws, check=False)
 
         try:
-            t = first(call)
+            t = timing.best_event_s(call, reps=1) * 1e6  # after one warm-up call
             if t <= SLOW_CUT * fastest[0] + SLOW_SLACK_US:
                 if not covered:
-                    t = plain(call)
+                    t = timing.best_event_s(batch(call), reps=2) / QUICK_CALLS * 1e6
                 else:
                     lt = timing.LaunchTimer(call, device=device, flush=False, batch=QUICK_CALLS,
                                             graph=False)

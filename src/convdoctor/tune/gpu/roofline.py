@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .timing import best_event_s
+
 _MEM: dict[str, Peaks] = {}
 
 
@@ -75,23 +77,6 @@ def _device_id(device: int) -> str:
             f"drv{driver}|torch{torch.__version__}")
 
 
-def _best_time(fn: Any, reps: int = 5) -> float:
-    import torch
-
-    fn()
-    torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(reps):
-        s = torch.cuda.Event(enable_timing=True)
-        e = torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        best = min(best, s.elapsed_time(e) / 1e3)
-    return best
-
-
 def measure_peaks(device: int | None = None) -> Peaks:
     """Run the matmuls and the copy now (a few seconds on an H100)."""
     import torch
@@ -108,13 +93,13 @@ def measure_peaks(device: int | None = None) -> Peaks:
                 torch.backends.cuda.matmul.allow_tf32 = tf32
                 a = torch.randn(n, n, device=dev, dtype=dt)
                 b = torch.randn(n, n, device=dev, dtype=dt)
-                t = _best_time(lambda a=a, b=b: torch.mm(a, b))
+                t = best_event_s(lambda a=a, b=b: torch.mm(a, b))
                 flops[key] = 2.0 * n ** 3 / t
                 del a, b
             nbytes = 1 << 30
             src = torch.empty(nbytes, dtype=torch.uint8, device=dev)
             dst = torch.empty_like(src)
-            t = _best_time(lambda: dst.copy_(src))
+            t = best_event_s(lambda: dst.copy_(src))
             bw = 2.0 * nbytes / t
 
     finally:

@@ -100,6 +100,25 @@ def spin_rate(device: int) -> float:
     return rate
 
 
+def best_event_s(fn: Callable[[], Any], reps: int = 5) -> float:
+    """Seconds of the fastest of `reps` runs of `fn`, each between two CUDA events, after one
+    warm-up run (no spin, no L2 flush: launch cost is included)."""
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    best = math.inf
+    for _ in range(reps):
+        s = torch.cuda.Event(enable_timing=True)
+        e = torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        best = min(best, s.elapsed_time(e) / 1e3)
+    return best
+
+
 def spin(device: int, seconds: float) -> None:
     """Keep the GPU busy for about `seconds` on the current stream (no-op if unavailable)."""
     import torch
