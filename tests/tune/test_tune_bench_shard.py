@@ -47,6 +47,14 @@ def test_summary_figures() -> None:
     assert s["geomean_speedup_vs_benchmark"] == pytest.approx((2.2 * (1 / 1.05)) ** 0.5)
 
 
+def test_summary_counts_problems_tuned_from_the_short_list() -> None:
+    rows = [_row("a", 1.0, 1.0, 1.0), _row("b", 1.0, 1.0, 1.0), _row("c", 1.0, 1.0, 1.0)]
+    rows[0]["short_list_runs"] = 1
+    rows[1]["short_list_runs"] = 0                      # rows[2]: an older row without the field
+    assert summarize(rows)["short_list_problems"] == 1
+    assert summarize(rows[1:])["short_list_problems"] == 0
+
+
 def test_heuristic_path_spread_between_processes() -> None:
     # session 8: PyTorch's heuristic path 285 us in five processes, 342 us in one
     assert spread([285e-6, 285.5e-6, 342e-6]) == pytest.approx(57 / 285)

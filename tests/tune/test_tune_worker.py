@@ -58,10 +58,32 @@ def test_a_hung_listing_falls_back_to_the_short_list(monkeypatch: pytest.MonkeyP
         t0 = time.monotonic()
         r = tune_problem(PROBLEM, backend=be, config=cfg, budget_s=1.0)
         elapsed = time.monotonic() - t0
-    assert r.winner is not None and r.winner.key == "fake:ok-fast"
+        assert be.timeout_s == 1.0  # the listing's longer wait was given back
+    assert r.winner is not None and r.winner.key == "fake:ok-fast" and r.short_list
     assert "could not list candidates: WorkerDied" in r.notes[0] and "hung" in r.notes[0]
     assert "short list" in r.notes[1]
-    assert 2.0 <= elapsed < 20  # the listing waited LIST_TIMEOUT_S, not the 1 s candidate wait
+    assert 2.0 <= elapsed < 12  # the listing waited LIST_TIMEOUT_S, not the 1 s candidate wait
+
+
+def test_a_short_list_result_is_not_stored(tmp_path: Path, monkeypatch) -> None:
+    from convdoctor.db import TuningDB
+    from convdoctor.tune import worker
+
+    monkeypatch.setattr(worker, "LIST_TIMEOUT_S", 1.0)
+    cfg = HarnessConfig(min_samples=5, min_rounds=3, budget_s=1.0, warmup_max_steps=2)
+    db = TuningDB(tmp_path / "t.sqlite")
+    try:
+        with WorkerBackend("tune_fakes:make_hanging_list_backend", timeout_s=1.0) as be:
+            r = tune_problem(PROBLEM, backend=be, db=db, config=cfg, budget_s=1.0)
+            assert r.winner is not None and r.short_list
+            assert db.get(PROBLEM, be.environment()) is None
+        # with the full list the same call stores its result
+        with WorkerBackend("tune_fakes:make_crash_backend", timeout_s=3.0) as be:
+            r = tune_problem(PROBLEM, backend=be, db=db, config=cfg, budget_s=1.0)
+            assert r.winner is not None and not r.short_list
+            assert db.get(PROBLEM, be.environment()) is not None
+    finally:
+        db.close()
 
 
 def test_a_backend_without_a_short_list_reports_the_listing_failure() -> None:

@@ -211,7 +211,8 @@ def _tune_arm(problems: list[ConvProblem], spec: str, budget: float, timeout: fl
                         if s.status == "ok" and s.median_s}
             out[p.key()] = {"winner": r.winner.key if r.winner else None,
                             "tuned_s": r.winner_time_s, "tuning_s": r.tuning_s,
-                            "degraded": r.degraded, "measured": measured,
+                            "degraded": r.degraded, "short_list": r.short_list,
+                            "measured": measured,
                             "notes": list(r.notes), "failures": failure_summary(r),
                             "candidates": candidate_digest(r)}
             bar.update(1, "tune " + p.short())
@@ -435,6 +436,8 @@ def _bench(args: argparse.Namespace) -> int:
             "tuning_s": [r[k]["tuning_s"] for r in tune_runs],
             "benchmark_cost_s": [r[k]["benchmark_cost_s"] for r in torch_runs],
             "degraded": any(r[k]["degraded"] for r in tune_runs),
+            # tuning runs that had only the backend's short list (their full listing failed)
+            "short_list_runs": sum(1 for r in tune_runs if r[k].get("short_list")),
             "tune_notes": [r[k].get("notes", []) + r[k].get("failures", []) for r in tune_runs],
             "tune_candidates": [r[k].get("candidates", []) for r in tune_runs],
         })
@@ -548,6 +551,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "tuning_s_per_problem": statistics.median(tuning) if tuning else None,
         "pytorch_benchmark_cost_s_per_problem": statistics.median(bcost) if bcost else None,
         "degraded_problems": sum(1 for r in rows if r["degraded"]),
+        "short_list_problems": sum(1 for r in rows if r.get("short_list_runs")),
     }
 
 
@@ -652,5 +656,9 @@ def _emit(args: argparse.Namespace, payload: dict[str, Any]) -> int:
     if s["degraded_problems"]:
         lines.append(f"note: {s['degraded_problems']} problems were measured while the device "
                      "was slowed down (nothing chosen there)")
+    if s.get("short_list_problems"):
+        lines.append(f"note: {s['short_list_problems']} problems were tuned from the backend's "
+                     "short list in at least one run (their full candidate listing failed; see "
+                     "the rows' tune_notes)")
     emit(args, payload, "\n".join(lines))
     return 0

@@ -167,6 +167,8 @@ def run(args: argparse.Namespace) -> int:
                          "or other processes taking the CPU) and did not recover: nothing chosen, "
                          "nothing stored; tune again when it is idle (CPU: "
                          "CONVDOCTOR_CPU_MIN_SHARE=0 measures anyway)")
+        elif r.short_list:
+            notes.append(f"{r.problem.short()}: " + "; ".join(r.notes))
         elif r.winner is None:
             why = [n for n in r.notes if "tuning database" not in n]
             notes.append(f"{r.problem.short()}: " + ("; ".join(why) if why else

@@ -536,7 +536,7 @@ class Harness:
                                   winner=None, created=time.time(),
                                   tuning_s=time.monotonic() - t0, notes=listing_notes)
             listing_notes.append("tuned from the backend's short list (no engine enumeration, "
-                                 "no knob refinement)")
+                                 "no knob refinement): not stored, tune again for the full list")
         self._trace({"phase": "problem", "key": problem.key(), "candidates": len(cands)})
         seen: set[str] = set()
         lives: list[_Live] = []
@@ -547,7 +547,8 @@ class Harness:
             lives.append(_Live(CandidateStats(candidate=c)))
         result = TuneResult(problem=problem, env=dict(env), backend=self.backend.name,
                             winner=None, candidates=[lv.stats for lv in lives],
-                            created=time.time(), notes=listing_notes)
+                            created=time.time(), notes=listing_notes,
+                            short_list=bool(listing_notes))
         try:
             best_second: float | None = None
             for lv in lives:
@@ -681,7 +682,8 @@ def tune_problem(problem: ConvProblem, *, backend: str | Backend = "auto", db: A
                 hit.notes.append("loaded from the tuning database")
                 return hit
         result = Harness(be, cfg, note).run(problem, env)
-        if db is not None and result.winner is not None and not result.degraded:
+        if (db is not None and result.winner is not None and not result.degraded
+                and not result.short_list):
             db.put(result)
         return result
     finally:

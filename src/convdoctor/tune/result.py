@@ -144,6 +144,8 @@ class TuneResult:
     noise_band: float = 0.0        # relative: candidates within it of the best were ties
     notes: list[str] = field(default_factory=list)
     degraded: bool = False         # clock slowdown persisted: never stored as a valid choice
+    short_list: bool = False       # tuned from the backend's short list (the full listing failed):
+                                   # never stored, so the next run tunes the whole list again
 
     def stats_for(self, key: str) -> CandidateStats | None:
         for s in self.candidates:
@@ -184,7 +186,7 @@ class TuneResult:
             "winner": None if self.winner is None else self.winner.to_dict(),
             "winner_time_s": self.winner_time_s, "baselines": self.baselines,
             "tuning_s": self.tuning_s, "created": self.created, "noise_band": self.noise_band,
-            "notes": list(self.notes), "degraded": self.degraded,
+            "notes": list(self.notes), "degraded": self.degraded, "short_list": self.short_list,
             "candidates": [s.to_dict(with_samples=with_samples) for s in self.candidates],
         }
 
@@ -199,4 +201,5 @@ class TuneResult:
             tuning_s=float(d.get("tuning_s", 0.0)), created=float(d.get("created", 0.0)),
             noise_band=float(d.get("noise_band", 0.0)), notes=list(d.get("notes", [])),
             degraded=bool(d.get("degraded", False)),
+            short_list=bool(d.get("short_list", False)),
         )

@@ -235,12 +235,15 @@ class WorkerBackend:
 
     def lean_candidates(self, problem: ConvProblem) -> list[Candidate]:
         """The backend's short list (its `lean_candidates`: on CUDA no engine enumeration and no
-        knob refinement), for when the full listing died; RuntimeError where it has none."""
-        return self._listing({"op": "candidates", "problem": problem.to_dict(), "lean": True})
+        knob refinement), for when the full listing died; RuntimeError where it has none. It
+        builds no more than the heuristic plans, so it gets one candidate's wait."""
+        rep = self.call({"op": "candidates", "problem": problem.to_dict(), "lean": True})
+        return [Candidate.from_dict(c) for c in rep["candidates"]]
 
     def _listing(self, msg: dict[str, Any]) -> list[Candidate]:
-        """Listing builds and quick-times plans (enumeration and refinement budgets, plan
-        builds): it may take longer than one candidate's request, so it waits LIST_TIMEOUT_S."""
+        """The full listing builds and quick-times plans (enumeration and refinement budgets, plan
+        builds): it may take longer than one candidate's request, so it waits at least
+        LIST_TIMEOUT_S."""
         old = self.timeout_s
         self.timeout_s = max(old, LIST_TIMEOUT_S)
         try:

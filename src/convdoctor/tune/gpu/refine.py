@@ -55,14 +55,15 @@ class Refinement:
 
 
 QUICK_CALLS = 3  # calls per quick batch (two batches, the faster one counts)
-# A plan whose first timed call (after one warm-up call) reads over SLOW_CUT times the fastest
-# quick time so far plus SLOW_SLACK_US gets that reading as its quick time, without the batches:
-# it can be neither a seed (within `seed_band`) nor kept (within `margin`). The slack covers the
-# launch cost a single call's events include (up to ~30 us per call on the H100 host), so a plan
-# is cut only when its kernel is certainly slower than the best. Why: in session 14 the spin-
-# covered batches (~20 calls per plan) made the quick times of depthwise fp16 layers' slow plans
-# so costly that listing the candidates of 5 MobileNet/EfficientNet layers took over the worker's
-# 30 s in both tuning runs, and those layers got no tuned result.
+# Every plan's quick time starts with a probe: one call between events after one warm-up call
+# (launch cost included). A plan whose probe reads over SLOW_CUT times the fastest probe so far
+# plus SLOW_SLACK_US, and again on a second call (a host hiccup can inflate one reading), keeps
+# the probe as its quick time, without the batches: it can be neither a seed (within `seed_band`)
+# nor kept (within `margin`). Probes are compared with probes, so launch cost is on both sides.
+# Why: in session 14 the spin-covered batches (~20 calls per plan) made the quick times of
+# depthwise fp16 layers' slow plans so costly that listing the candidates of 5 MobileNet/
+# EfficientNet layers took over the worker's 30 s in both tuning runs, and those layers got no
+# tuned result.
 SLOW_CUT = 2.0
 SLOW_SLACK_US = 50.0
 
@@ -84,9 +85,8 @@ def event_timer(problem: ConvProblem, buffers: dict[str, Any], *,
     `spin=False` (or CONVDOCTOR_CUDNN_REFINE_SPIN=0), or a torch without `torch.cuda._sleep`,
     gives the plain timer.
 
-    Every plan first gets one warm-up call and one call between events; a plan that reads more
-    than SLOW_CUT x the fastest quick time this timer returned so far + SLOW_SLACK_US is not
-    timed further (see SLOW_CUT)."""
+    Every plan first gets a probe (see SLOW_CUT): a plan far slower than the fastest probed so far
+    is not timed further."""
     import torch
 
     from . import timing
@@ -99,7 +99,7 @@ def event_timer(problem: ConvProblem, buffers: dict[str, Any], *,
     a, b, out = buffers[ra], buffers[rb], buffers[ro]
     device = a.device.index if a.device.index is not None else torch.cuda.current_device()
     covered = bool(spin) and timing.spin_rate(device) > 0
-    fastest = [float("inf")]  # the fastest quick time (us) returned so far
+    fastest = [float("inf")]  # the fastest probe (us) so far
 
     def batch(call: Callable[[], None]) -> Callable[[], None]:
         def run() -> None:
@@ -115,16 +115,18 @@ def event_timer(problem: ConvProblem, buffers: dict[str, Any], *,
             plan.execute(a, b, out, workspace=ws, check=False)
 
         try:
-            t = timing.best_event_s(call, reps=1) * 1e6  # after one warm-up call
-            if t <= SLOW_CUT * fastest[0] + SLOW_SLACK_US:
-                if not covered:
-                    t = timing.best_event_s(batch(call), reps=2) / QUICK_CALLS * 1e6
-                else:
-                    lt = timing.LaunchTimer(call, device=device, flush=False, batch=QUICK_CALLS,
-                                            graph=False)
-                    t = min(lt.time(2)) * 1e6
-            fastest[0] = min(fastest[0], t)
-            return t
+            cut = SLOW_CUT * fastest[0] + SLOW_SLACK_US
+            probe = timing.best_event_s(call, reps=1) * 1e6  # after one warm-up call
+            if probe > cut:
+                probe = min(probe, timing.best_event_s(call, reps=1, warmup=False) * 1e6)
+            fastest[0] = min(fastest[0], probe)
+            if probe > cut:
+                return probe
+            if not covered:
+                return timing.best_event_s(batch(call), reps=2, warmup=False) / QUICK_CALLS * 1e6
+            lt = timing.LaunchTimer(call, device=device, flush=False, batch=QUICK_CALLS,
+                                    graph=False)
+            return min(lt.time(2)) * 1e6
         finally:
             plan.release_workspace()
 
@@ -146,10 +148,12 @@ def _family(name: str) -> tuple[int, frozenset[int]]:
 
 
 def pick_seeds(ranked: list[str], quick_us: dict[str, float], *, engines: int = 2,
-               band: float = 0.05, max_seeds: int = 4) -> list[str]:
-    """Where the knob walks start: the fastest plan of each of the `engines` fastest engines and
-    of each knob family of those engines (see below), then every other plan within `band` of the
-    fastest quick time (`max_seeds` in all unless the first two kinds are more; fastest first). Session 10 (H100, fp32 suite): with one seed per engine, two tuning runs of the same
+               band: float = 0.05, max_seeds: int = 4, family_ratio: float = 1.5,
+               max_families: int = 2) -> list[str]:
+    """Where the knob walks start: the fastest plan of each of the `engines` fastest engines, then
+    every other plan within `band` of the fastest quick time (`max_seeds` of these two kinds in
+    all), and the fastest plan of each other knob family of those engines (see below); fastest
+    first. Session 10 (H100, fp32 suite): with one seed per engine, two tuning runs of the same
     layer walked from different plans when their quick times swapped places (a plan ran 161.7 us
     in one process and 152.3 us in another), found different neighbours, and 4 of 88 layers were
     no longer chosen within 3% run to run; several seeds close to the best make both runs cover
@@ -163,26 +167,31 @@ def pick_seeds(ranked: list[str], quick_us: dict[str, float], *, engines: int = 
             seeds.append(name)
         if len(seeds) >= engines:
             break
-    # ... and of each other knob family of those engines (plans naming a different set of
-    # knobs: cuDNN leaves some knobs out of a name at their default). Session 14 (H100, wav2vec2
-    # pos_conv fp16): eng27 was listed as eng27_k2=1_k5=3_k14=5 (291 us) and eng27_k14=4_k2=0
-    # (364 us); the walk sets only the engine's reported knobs (k2, k14), so the fastest eng27
-    # plan's neighbours all dropped its k5, and the 184 us plan eng27_k14=4_k2=5, one knob from
-    # the slower family's plan, was found only when a noisy quick time made that plan the seed.
+    # ... and of each other knob family of those engines within `family_ratio` of the fastest
+    # (at most `max_families`; plans naming a different set of knobs: cuDNN leaves some knobs out
+    # of a name at their default). Session 14 (H100, wav2vec2 pos_conv fp16): eng27 was listed as
+    # eng27_k2=1_k5=3_k14=5 (291 us) and eng27_k14=4_k2=0 (364 us); the walk sets only the
+    # engine's reported knobs (k2, k14), so the fastest eng27 plan's neighbours all dropped its
+    # k5, and the 184 us plan eng27_k14=4_k2=5, one knob from the slower family's plan, was found
+    # only when a noisy quick time made that plan the seed. These seeds do not take the band's
+    # places (`max_seeds` counts the others).
     engs = {policy.parse_plan_name(s)[0] for s in seeds}
     families = {_family(s) for s in seeds}
+    extra: list[str] = []
     for name in ranked:
+        if len(extra) >= max_families or quick_us[name] > quick_us[ranked[0]] * family_ratio:
+            break
         fam = _family(name)
         if fam[0] in engs and fam not in families:
             families.add(fam)
-            seeds.append(name)
+            extra.append(name)
     best = quick_us[ranked[0]]
     for name in ranked:
         if len(seeds) >= max(max_seeds, engines):
             break
-        if name not in seeds and quick_us[name] <= best * (1.0 + band):
+        if name not in seeds and name not in extra and quick_us[name] <= best * (1.0 + band):
             seeds.append(name)
-    return sorted(seeds, key=lambda n: (quick_us[n], n))
+    return sorted(seeds + extra, key=lambda n: (quick_us[n], n))
 
 
 def refine(problem: ConvProblem, en: cp.Enumeration, timer: Callable[[cp.ConvPlan], float], *,
@@ -203,8 +212,8 @@ def refine(problem: ConvProblem, en: cp.Enumeration, timer: Callable[[cp.ConvPla
             res.notes.append(BUDGET_NOTE)
         return True
 
-    for name in by_name:
-        if res.quick_us and spent():  # the first plan is always timed: seeds need one
+    for n, name in enumerate(by_name):
+        if n and spent():  # the first plan is always timed: seeds need one
             break
         plan = cp.cached_plan(problem, name, device)
         if plan is None or plan.workspace_bytes > MAX_WORKSPACE:
@@ -224,6 +233,8 @@ def refine(problem: ConvProblem, en: cp.Enumeration, timer: Callable[[cp.ConvPla
     found: dict[str, cp.PlanInfo] = {}
     new_names: list[str] = []  # every new plan that built (all leave the cache unless kept)
     for seed in res.seeds:
+        if spent():
+            break
         engine, _ = policy.parse_plan_name(seed)
         try:
             spec, mapping = cp.engine_knobs(problem, h, engine)

@@ -100,12 +100,13 @@ def spin_rate(device: int) -> float:
     return rate
 
 
-def best_event_s(fn: Callable[[], Any], reps: int = 5) -> float:
+def best_event_s(fn: Callable[[], Any], reps: int = 5, *, warmup: bool = True) -> float:
     """Seconds of the fastest of `reps` runs of `fn`, each between two CUDA events, after one
-    warm-up run (no spin, no L2 flush: launch cost is included)."""
+    warm-up run unless `warmup=False` (no spin, no L2 flush: launch cost is included)."""
     import torch
 
-    fn()
+    if warmup:
+        fn()
     torch.cuda.synchronize()
     best = math.inf
     for _ in range(reps):
