@@ -525,13 +525,13 @@ class Harness:
         except Exception as exc:  # noqa: BLE001 - a backend that cannot list costs this problem
             listing_notes.append(f"could not list candidates: {type(exc).__name__}: {exc}")
             lean = getattr(self.backend, "lean_candidates", None)
-            try:
-                if lean is None:
-                    raise
-                cands = lean(problem)
-            except Exception as exc2:  # noqa: BLE001
-                if exc2 is not exc:
+            cands = None
+            if lean is not None:
+                try:
+                    cands = lean(problem)
+                except Exception as exc2:  # noqa: BLE001
                     listing_notes.append(f"nor the short list: {type(exc2).__name__}: {exc2}")
+            if cands is None:
                 return TuneResult(problem=problem, env=dict(env), backend=self.backend.name,
                                   winner=None, created=time.time(),
                                   tuning_s=time.monotonic() - t0, notes=listing_notes)
