@@ -62,6 +62,10 @@ def one_run(key: str, env: dict[str, str]) -> dict[str, Any]:
                                  and "source=refine" not in c["candidate"]["notes"]), default=None)
     out["screened_out"] = [[c["candidate"]["key"], c.get("reason", "")[:80]]
                            for c in r["candidates"] if c["status"] == "screened-out"]
+    # the walk's own record (`TuneResult.listing`): where it started, and its notes
+    walk = (r.get("listing") or {}).get("refinement") or {}
+    out["seeds"] = walk.get("seeds")
+    out["walk"] = {k: walk.get(k) for k in ("timed", "tried", "built", "seconds", "notes")}
     return out
 
 

@@ -101,3 +101,20 @@ def test_bench_small_suite_side_by_side(capsys: pytest.CaptureFixture[str],
     # the default path timed in the PyTorch arm, both tuning runs and the referee
     assert row["heuristic_process_spread"] is not None and row["heuristic_process_spread"] >= 0
     assert out["summary"]["problems"] == 1 and out["summary"]["wall_s"] > 0
+
+
+def test_listing_notes_name_a_refused_graph_and_a_spent_refinement_budget() -> None:
+    from convdoctor.tune.cmd_tune import listing_notes
+
+    assert listing_notes({}) == []
+    assert listing_notes({"lean": False, "enumeration": {"plans": 9},
+                          "refinement": {"notes": [], "seconds": 1.2}}) == []
+    refused = listing_notes({"lean": False, "error": "RuntimeError: CUDNN_STATUS_NOT_SUPPORTED"})
+    assert refused == ["cuDNN listed no plan (RuntimeError: CUDNN_STATUS_NOT_SUPPORTED); only "
+                       "PyTorch's paths were tuned"]
+    spent = listing_notes({"refinement": {"notes": ["refinement time budget spent"],
+                                          "seconds": 6.01, "built": 140}})
+    assert len(spent) == 1 and "after 6.01 s (140 new plans built)" in spent[0]
+    assert "CONVDOCTOR_CUDNN_REFINE_BUDGET_S" in spent[0]
+    # the worker's own failure to carry the record is not a cuDNN refusal
+    assert listing_notes({"record_error": "listing record unavailable: TypeError"}) == []

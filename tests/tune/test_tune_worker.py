@@ -91,3 +91,40 @@ def test_a_backend_without_a_short_list_reports_the_listing_failure() -> None:
         with pytest.raises(RuntimeError, match="no short candidate list"):
             be.lean_candidates(PROBLEM)
         assert [c.key for c in be.candidates(PROBLEM)][:2] == ["fake:ok-slow", "fake:abort"]
+
+
+def test_the_listing_record_crosses_the_worker_into_the_result() -> None:
+    # session 15 (H100): two tuning runs of one layer kept different plans because their knob
+    # walks started from different seeds, which nothing recorded; the record now travels
+    cfg = HarnessConfig(min_samples=5, min_rounds=3, budget_s=1.0, warmup_max_steps=2)
+    with WorkerBackend("tune_fakes:make_recording_list_backend", timeout_s=3.0) as be:
+        r = tune_problem(PROBLEM, backend=be, config=cfg, budget_s=1.0)
+    assert r.winner is not None and r.winner.key == "fake:ok-fast"
+    assert r.listing == {"refinement": {"seeds": [["fake:ok-fast", 1.5]], "kept": []}}
+    from convdoctor.tune.result import TuneResult
+
+    d = r.to_dict()
+    assert d["listing"] == r.listing and TuneResult.from_dict(d).listing == r.listing
+    del d["listing"]                       # a record stored before the field existed
+    assert TuneResult.from_dict(d).listing == {}
+
+
+@pytest.mark.parametrize("factory", ["make_raising_record_backend",
+                                     "make_unserializable_record_backend"])
+def test_a_failing_listing_record_never_costs_the_listing(factory: str) -> None:
+    cfg = HarnessConfig(min_samples=5, min_rounds=3, budget_s=1.0, warmup_max_steps=2)
+    with WorkerBackend(f"tune_fakes:{factory}", timeout_s=3.0) as be:
+        r = tune_problem(PROBLEM, backend=be, config=cfg, budget_s=1.0)
+    assert r.winner is not None and r.winner.key == "fake:ok-fast"
+    assert set(r.listing) == {"record_error"}
+    assert "listing record unavailable" in r.listing["record_error"]
+
+
+def test_the_short_lists_record_replaces_the_failed_listings(monkeypatch) -> None:
+    from convdoctor.tune import worker
+
+    monkeypatch.setattr(worker, "LIST_TIMEOUT_S", 1.0)
+    cfg = HarnessConfig(min_samples=5, min_rounds=3, budget_s=1.0, warmup_max_steps=2)
+    with WorkerBackend("tune_fakes:make_hanging_list_backend", timeout_s=1.0) as be:
+        r = tune_problem(PROBLEM, backend=be, config=cfg, budget_s=1.0)
+    assert r.short_list and r.listing == {"lean": True}

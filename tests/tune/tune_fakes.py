@@ -14,6 +14,7 @@ import random
 import signal
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from convdoctor.problem import ConvProblem
 from convdoctor.tune.backend import Candidate, CandidateUnsupported, ClockReading, Correctness
@@ -198,11 +199,48 @@ class HangingListBackend(CrashBackend):
         return []
 
     def lean_candidates(self, problem: ConvProblem) -> list[Candidate]:
+        self.listed = "lean"
         return [Candidate(key=k, backend="crash") for k in ("fake:ok-slow", "fake:ok-fast")]
+
+    def listing_info(self) -> dict[str, Any]:
+        return {"lean": getattr(self, "listed", "") == "lean"}
 
 
 def make_hanging_list_backend() -> HangingListBackend:
     return HangingListBackend()
+
+
+class RecordingListBackend(CrashBackend):
+    """Its listing leaves a record (as the CUDA backend's refinement seeds); `mode` "raises" or
+    "unserializable" make the record itself fail."""
+
+    name = "recording-list"
+
+    def __init__(self, mode: str = "ok") -> None:
+        super().__init__()
+        self.mode = mode
+
+    def candidates(self, problem: ConvProblem) -> list[Candidate]:
+        return [Candidate(key=k, backend="crash") for k in ("fake:ok-slow", "fake:ok-fast")]
+
+    def listing_info(self) -> Any:
+        if self.mode == "raises":
+            raise RuntimeError("no record")
+        if self.mode == "unserializable":
+            return {"seeds": {1, 2}}
+        return {"refinement": {"seeds": [["fake:ok-fast", 1.5]], "kept": []}}
+
+
+def make_recording_list_backend() -> RecordingListBackend:
+    return RecordingListBackend()
+
+
+def make_raising_record_backend() -> RecordingListBackend:
+    return RecordingListBackend("raises")
+
+
+def make_unserializable_record_backend() -> RecordingListBackend:
+    return RecordingListBackend("unserializable")
 
 
 # ---------------------------------------------------------------------- buffer placements

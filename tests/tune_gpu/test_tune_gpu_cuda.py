@@ -206,6 +206,11 @@ def test_tuning_problem_after_problem_keeps_no_memory(backend) -> None:
         r = tune_problem(p, backend=backend, db=None, budget_s=0.1, reuse=False)
         assert r.winner is not None, r.notes
         assert {k[1] for k in cudnn_plan._PLANS} <= {p.key()}
+        # the listing's record is this problem's: enumeration counts, the walk's seeds
+        assert r.listing["lean"] is False and r.listing["enumeration"]["built"] > 0, r.listing
+        assert r.listing["refinement"]["seeds"], r.listing
+        listed = {c.candidate.key for c in r.candidates}
+        assert {k for k, _us in r.listing["refinement"]["seeds"]} <= listed
     backend.release()
     assert not cudnn_plan._PLANS
     assert torch.cuda.memory_allocated() <= base + (64 << 20)

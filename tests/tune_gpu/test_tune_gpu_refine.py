@@ -157,6 +157,20 @@ def test_refine_walks_the_knobs_of_the_fastest_engines_and_keeps_the_winner() ->
     assert not {p.name for p in res.plans} & {p.name for p in en.plans}
 
 
+def test_refinement_summary_names_seeds_and_kept_plans_as_candidate_keys() -> None:
+    res = refine.refine(PROBLEM, enumeration(), timer, device=0, handle=1, engines=2)
+    s = res.summary()
+    assert s["seeds"] == [["cudnn:eng0_k2=1", 90.0], ["cudnn:eng4_k2=0_k24=0", 92.0]]
+    assert s["kept"] == [["cudnn:eng4_k2=3_k24=0", 77.0, "cudnn:eng4_k2=0_k24=0"]]
+    assert s["timed"] == len(res.quick_us) and s["tried"] == res.tried > 0
+    assert s["built"] == res.built and s["notes"] == [] and s["seconds"] >= 0
+    import json
+
+    assert json.loads(json.dumps(s)) == s
+    spent = refine.refine(PROBLEM, enumeration(), timer, device=0, handle=1, budget_s=0.0)
+    assert "refinement time budget spent" in spent.summary()["notes"]
+
+
 def test_refine_adds_nothing_when_no_neighbour_comes_close() -> None:
     slow = {**BASE_US, "eng0_k2=0": 140.0}  # (91 us would be within 2% of the best: kept)
 
@@ -209,9 +223,25 @@ def test_backend_offers_refined_plans_with_their_origin(monkeypatch: pytest.Monk
     assert "source=refine" in notes
     assert any(n.startswith("one knob from eng4_k2=0_k24=0: quick 77.0 us vs 92.0 us")
                for n in notes)
+    # the listing's record: the enumeration's counts and the walk's seeds and kept plans
+    info = be.listing_info()
+    assert info["lean"] is False and info["enumeration"] == en.summary()
+    assert info["enumeration"]["built"] == len(en.built()) > 0
+    assert info["refinement"]["kept"][0][0] == "cudnn:eng4_k2=3_k24=0"
+    assert ["cudnn:eng4_k2=0_k24=0", 92.0] in info["refinement"]["seeds"]
     # refinement off: the listing is the enumeration's alone
     be.refine = False
     assert "cudnn:eng4_k2=3_k24=0" not in {c.key for c in be.cudnn_candidates(PROBLEM)}
+    assert "refinement" not in be.listing_info()
+    # a listing cuDNN refuses leaves its error, not the previous problem's record
+
+    def refuse(*a: object, **k: object) -> None:
+        raise RuntimeError("CUDNN_STATUS_NOT_SUPPORTED")
+
+    monkeypatch.setattr(cudnn_plan, "enumerate_plans", refuse)
+    assert be.cudnn_candidates(PROBLEM) == [] and be.last_enumeration is None
+    assert be.listing_info() == {"lean": False,
+                                 "error": "RuntimeError: CUDNN_STATUS_NOT_SUPPORTED"}
 
 
 def test_backend_short_list_has_neither_enumeration_nor_refinement(monkeypatch) -> None:
@@ -240,6 +270,7 @@ def test_backend_short_list_has_neither_enumeration_nor_refinement(monkeypatch) 
     monkeypatch.setattr(be, "torch_candidates", lambda problem: [])
     short = be.lean_candidates(PROBLEM)
     assert asked == [True, False] and be.last_refinement is None
+    assert be.listing_info()["lean"] is True and "refinement" not in be.listing_info()
     assert short and all("source=refine" not in c.notes and "source=enum" not in c.notes
                          for c in short)
 

@@ -212,6 +212,7 @@ def _tune_arm(problems: list[ConvProblem], spec: str, budget: float, timeout: fl
             out[p.key()] = {"winner": r.winner.key if r.winner else None,
                             "tuned_s": r.winner_time_s, "tuning_s": r.tuning_s,
                             "degraded": r.degraded, "short_list": r.short_list,
+                            "listing": dict(r.listing),
                             "measured": measured,
                             "notes": list(r.notes), "failures": failure_summary(r),
                             "candidates": candidate_digest(r)}
@@ -439,6 +440,9 @@ def _bench(args: argparse.Namespace) -> int:
             # tuning runs that had only the backend's short list (their full listing failed)
             "short_list_runs": sum(1 for r in tune_runs if r[k].get("short_list")),
             "tune_notes": [r[k].get("notes", []) + r[k].get("failures", []) for r in tune_runs],
+            # each run's listing record (CUDA: the refinement's seeds and what it kept), so a
+            # row whose runs disagree shows whether they walked from different seeds
+            "tune_listing": [r[k].get("listing", {}) for r in tune_runs],
             "tune_candidates": [r[k].get("candidates", []) for r in tune_runs],
         })
 

@@ -173,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
             why = [n for n in r.notes if "tuning database" not in n]
             notes.append(f"{r.problem.short()}: " + ("; ".join(why) if why else
                                                      "no candidate ran correctly"))
+        notes += [f"{r.problem.short()}: {n}" for n in listing_notes(r.listing)]
         for s in r.candidates:
             if s.status == "disqualified":
                 notes.append(f"{r.problem.short()}: {s.candidate.key} disqualified: {s.reason}")
@@ -194,3 +195,17 @@ def run(args: argparse.Namespace) -> int:
     bad = any(r.winner is None for r in results) or any(
         s.status == "disqualified" for r in results for s in r.candidates)
     return 1 if bad else 0
+
+
+def listing_notes(listing: dict[str, Any]) -> list[str]:
+    """What a user should know from the backend's listing record (`TuneResult.listing`): cuDNN
+    listed no plan for the problem, or the knob refinement stopped at its time budget."""
+    out: list[str] = []
+    if listing.get("error"):
+        out.append(f"cuDNN listed no plan ({listing['error']}); only PyTorch's paths were tuned")
+    walk = listing.get("refinement") or {}
+    if any("budget" in str(n) for n in walk.get("notes") or []):
+        out.append(f"the knob refinement stopped at its time budget after {walk.get('seconds')} s "
+                   f"({walk.get('built')} new plans built); CONVDOCTOR_CUDNN_REFINE_BUDGET_S "
+                   "raises it")
+    return out

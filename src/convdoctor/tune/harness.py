@@ -548,7 +548,8 @@ class Harness:
         result = TuneResult(problem=problem, env=dict(env), backend=self.backend.name,
                             winner=None, candidates=[lv.stats for lv in lives],
                             created=time.time(), notes=listing_notes,
-                            short_list=bool(listing_notes))
+                            short_list=bool(listing_notes),
+                            listing=_listing_record(self.backend))
         try:
             best_second: float | None = None
             for lv in lives:
@@ -594,6 +595,19 @@ class Harness:
                 self._close(lv)
             result.tuning_s = time.monotonic() - t0
         return result
+
+
+def _listing_record(backend: Backend) -> dict[str, Any]:
+    """The backend's record of the listing just made (optional `listing_info()`: on CUDA the
+    enumeration's counts and the knob refinement's seeds), or {}; never raises."""
+    info = getattr(backend, "listing_info", None)
+    if info is None:
+        return {}
+    try:
+        d = info()
+    except Exception:  # noqa: BLE001 - a diagnosis record must not cost the problem
+        return {}
+    return dict(d) if isinstance(d, dict) else {}
 
 
 # ---------------------------------------------------------------------- PyTorch's way, for comparison

@@ -146,6 +146,9 @@ class TuneResult:
     degraded: bool = False         # clock slowdown persisted: never stored as a valid choice
     short_list: bool = False       # tuned from the backend's short list (the full listing failed):
                                    # never stored, so the next run tunes the whole list again
+    # what the backend did to list the candidates (JSON-safe; CUDA: the enumeration's counts, the
+    # knob refinement's seeds with their quick times, plans tried/built/kept, seconds, notes)
+    listing: dict[str, Any] = field(default_factory=dict)
 
     def stats_for(self, key: str) -> CandidateStats | None:
         for s in self.candidates:
@@ -187,6 +190,7 @@ class TuneResult:
             "winner_time_s": self.winner_time_s, "baselines": self.baselines,
             "tuning_s": self.tuning_s, "created": self.created, "noise_band": self.noise_band,
             "notes": list(self.notes), "degraded": self.degraded, "short_list": self.short_list,
+            "listing": dict(self.listing),
             "candidates": [s.to_dict(with_samples=with_samples) for s in self.candidates],
         }
 
@@ -202,4 +206,5 @@ class TuneResult:
             noise_band=float(d.get("noise_band", 0.0)), notes=list(d.get("notes", [])),
             degraded=bool(d.get("degraded", False)),
             short_list=bool(d.get("short_list", False)),
+            listing=dict(d.get("listing") or {}) if isinstance(d.get("listing"), dict) else {},
         )

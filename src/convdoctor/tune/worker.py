@@ -189,6 +189,7 @@ class WorkerBackend:
         self.restarts = 0
         self._proc: _WorkerProcess | None = None
         self._env: dict[str, str] | None = None
+        self.last_listing: dict[str, Any] = {}
         hello = self._start()
         self.name = str(hello.get("name", spec))
         self._env = {str(k): str(v) for k, v in hello.get("environment", {}).items()}
@@ -237,8 +238,14 @@ class WorkerBackend:
         """The backend's short list (its `lean_candidates`: on CUDA no engine enumeration and no
         knob refinement), for when the full listing died; RuntimeError where it has none. It
         builds no more than the heuristic plans, so it gets one candidate's wait."""
+        self.last_listing = {}
         rep = self.call({"op": "candidates", "problem": problem.to_dict(), "lean": True})
+        self.last_listing = dict(rep.get("listing") or {})
         return [Candidate.from_dict(c) for c in rep["candidates"]]
+
+    def listing_info(self) -> dict[str, Any]:
+        """The worker backend's record of the last listing (see `Backend.listing_info`)."""
+        return dict(self.last_listing)
 
     def _listing(self, msg: dict[str, Any]) -> list[Candidate]:
         """The full listing builds and quick-times plans (enumeration and refinement budgets, plan
@@ -246,10 +253,12 @@ class WorkerBackend:
         LIST_TIMEOUT_S."""
         old = self.timeout_s
         self.timeout_s = max(old, LIST_TIMEOUT_S)
+        self.last_listing = {}
         try:
             rep = self.call(msg)
         finally:
             self.timeout_s = old
+        self.last_listing = dict(rep.get("listing") or {})
         return [Candidate.from_dict(c) for c in rep["candidates"]]
 
     def prepare(self, problem: ConvProblem, candidate: Candidate) -> _ProxyRunner:
@@ -293,6 +302,20 @@ class WorkerBackend:
 
 
 # ---------------------------------------------------------------------- the worker side
+def _listing_info(backend: Any) -> dict[str, Any]:
+    """The backend's record of its last listing (`listing_info()`, optional), JSON-safe, or {}:
+    a record is diagnosis only and must never cost the listing."""
+    info = getattr(backend, "listing_info", None)
+    if info is None:
+        return {}
+    try:
+        d = info()
+        json.dumps(d)
+    except Exception as exc:  # noqa: BLE001
+        return {"record_error": f"listing record unavailable: {type(exc).__name__}: {exc}"[:200]}
+    return d if isinstance(d, dict) else {}
+
+
 def _load_backend(spec: str) -> Any:
     if ":" in spec:
         import importlib
@@ -350,7 +373,8 @@ def serve(spec: str) -> int:
                     if lister is None:
                         raise RuntimeError(f"backend {backend.name!r} has no short candidate list")
                 cands = lister(ConvProblem.from_dict(msg["problem"]))
-                reply = {"candidates": [c.to_dict() for c in cands]}
+                reply = {"candidates": [c.to_dict() for c in cands],
+                         "listing": _listing_info(backend)}
             elif op == "prepare":
                 r = backend.prepare(ConvProblem.from_dict(msg["problem"]),
                                     Candidate.from_dict(msg["candidate"]))

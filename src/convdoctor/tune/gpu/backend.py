@@ -477,6 +477,7 @@ class CudaBackend:
         self._clock: Any = None
         self._env: dict[str, str] | None = None
         self.last_enumeration: Any = None
+        self.last_listing: dict[str, Any] = {}
         self.cudnn_error = ""
         self._placements: Any = None
         self.isolate_heuristic = isolate_heuristic
@@ -570,17 +571,22 @@ class CudaBackend:
         from ...errors import DependencyMissing
         from .cudnn_plan import enumerate_plans
 
+        self.last_enumeration = self.last_refinement = None
+        self.last_listing = {"lean": lean}
         try:
             en = enumerate_plans(problem, device=self.device,
                                  enumerate_engines=self.enumerate_engines and not lean,
                                  max_extra=self.max_extra, time_budget_s=self.enum_budget_s)
         except DependencyMissing as exc:
             self.cudnn_error = str(exc)
+            self.last_listing["error"] = self.cudnn_error
             return []
         except Exception as exc:  # noqa: BLE001 - graph not supported by cuDNN at all
             self.cudnn_error = f"{type(exc).__name__}: {exc}"[:400]
+            self.last_listing["error"] = self.cudnn_error
             return []
         self.last_enumeration = en
+        self.last_listing["enumeration"] = en.summary()
         out = []
         built = en.built()
         if self.max_plans > 0:
@@ -591,8 +597,8 @@ class CudaBackend:
             built = heur[: self.max_plans - n_enum] + enum[:n_enum]
         if not lean:
             built = built + self._refined(problem, en)
-        else:
-            self.last_refinement = None
+            if self.last_refinement is not None:
+                self.last_listing["refinement"] = self.last_refinement.summary()
         for p in built:
             det = "NONDETERMINISTIC" not in p.notes and "notes-unknown" not in p.notes
             notes = (f"source={p.source}",) + tuple(n.lower() for n in p.notes)
@@ -627,6 +633,12 @@ class CudaBackend:
     def candidates(self, problem: ConvProblem) -> list[Candidate]:
         self.release(problem)
         return self.torch_candidates(problem) + self.cudnn_candidates(problem)
+
+    def listing_info(self) -> dict[str, Any]:
+        """What the last listing did (JSON-safe; `TuneResult.listing`): whether it was the short
+        list, cuDNN's error if it listed nothing, the enumeration's plan counts and seconds, and
+        the knob refinement's seeds, plans tried/built/kept, seconds and notes."""
+        return dict(getattr(self, "last_listing", None) or {})
 
     def lean_candidates(self, problem: ConvProblem) -> list[Candidate]:
         """PyTorch's paths and cuDNN's heuristic plans only (no enumeration, no refinement): what

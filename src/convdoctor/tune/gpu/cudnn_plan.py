@@ -608,6 +608,12 @@ class Enumeration:
     def built(self) -> list[PlanInfo]:
         return [p for p in self.plans if p.built]
 
+    def summary(self) -> dict[str, Any]:
+        """A JSON-safe record for the tuning result (`TuneResult.listing`)."""
+        return {"plans": len(self.plans), "built": len(self.built()),
+                "engines": self.engine_count, "enum_added": self.enum_added,
+                "seconds": round(self.seconds, 3)}
+
 
 def enumerate_plans(problem: ConvProblem, *, device: int | None = None, handle: Any = None,
                     enumerate_engines: bool = True, max_extra: int = 24,

@@ -53,6 +53,25 @@ class Refinement:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
+    def summary(self) -> dict[str, Any]:
+        """A JSON-safe record of the walk for the tuning result (`TuneResult.listing`): its seeds
+        with their quick times, what it tried, built and kept, and its notes. Session 15: two
+        tuning runs of Inception Mixed_5b.branch3x3dbl_2 kept different plans because one run's
+        walk never started from the plan whose neighbour won the other; which seeds each run used
+        could not be read afterwards."""
+        def us(name: str) -> float | None:
+            t = self.quick_us.get(name)
+            return None if t is None else round(t, 2)
+
+        return {
+            "seeds": [[policy.cudnn_key(n), us(n)] for n in self.seeds],
+            "timed": len(self.quick_us), "tried": self.tried, "built": self.built,
+            "kept": [[policy.cudnn_key(p.name), us(p.name),
+                      policy.cudnn_key(self.origin[p.name]) if p.name in self.origin else None]
+                     for p in self.plans],
+            "seconds": round(self.seconds, 3), "notes": list(self.notes[:10]),
+        }
+
 
 QUICK_CALLS = 3  # calls per quick batch (two batches, the faster one counts)
 # Every plan's quick time starts with a probe: one call between events after one warm-up call
