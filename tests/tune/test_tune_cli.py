@@ -112,9 +112,36 @@ def test_listing_notes_name_a_refused_graph_and_a_spent_refinement_budget() -> N
     refused = listing_notes({"lean": False, "error": "RuntimeError: CUDNN_STATUS_NOT_SUPPORTED"})
     assert refused == ["cuDNN listed no plan (RuntimeError: CUDNN_STATUS_NOT_SUPPORTED); only "
                        "PyTorch's paths were tuned"]
-    spent = listing_notes({"refinement": {"notes": ["refinement time budget spent"],
+    spent = listing_notes({"refinement": {"notes": [], "budget_spent": True,
                                           "seconds": 6.01, "built": 140}})
     assert len(spent) == 1 and "after 6.01 s (140 new plans built)" in spent[0]
     assert "CONVDOCTOR_CUDNN_REFINE_BUDGET_S" in spent[0]
     # the worker's own failure to carry the record is not a cuDNN refusal
     assert listing_notes({"record_error": "listing record unavailable: TypeError"}) == []
+
+
+def test_a_stored_results_listing_notes_are_not_repeated(tmp_path: Path, monkeypatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    # advice from the run that stored a result (e.g. "raise the refinement budget") would do
+    # nothing for a result loaded from the database
+    from convdoctor.tune import harness
+
+    real = harness.Harness.run
+
+    def run_with_record(self, problem, env):  # type: ignore[no-untyped-def]
+        r = real(self, problem, env)
+        r.listing = {"refinement": {"budget_spent": True, "seconds": 6.0, "built": 3}}
+        return r
+
+    monkeypatch.setattr(harness.Harness, "run", run_with_record)
+    db = str(tmp_path / "t.sqlite")
+    args = ["tune", "--problem", "fprop n=1 c=4 h=8 w=8 k=4 r=3 s=3 pad=1", "--db", db,
+            "--budget", "0.05", "--json"]
+    assert main(args) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert any("stopped at its time budget" in n for n in first["notes"])
+    assert first["results"][0]["listing"]["refinement"]["budget_spent"] is True
+    assert main(args) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert "loaded from the tuning database" in again["results"][0]["notes"]
+    assert not any("stopped at its time budget" in n for n in again["notes"])

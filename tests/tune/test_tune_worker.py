@@ -120,7 +120,42 @@ def test_a_failing_listing_record_never_costs_the_listing(factory: str) -> None:
     assert "listing record unavailable" in r.listing["record_error"]
 
 
-def test_the_short_lists_record_replaces_the_failed_listings(monkeypatch) -> None:
+def test_a_failed_listing_leaves_no_earlier_record() -> None:
+    from convdoctor.tune.worker import WorkerDied
+
+    with WorkerBackend("tune_fakes:make_recording_list_backend", timeout_s=3.0) as be:
+        be.candidates(PROBLEM)
+        assert be.listing_info()["refinement"]["seeds"]
+
+        def die(msg: object) -> None:
+            raise WorkerDied("no answer within 60 s (hung)")
+
+        be.call = die  # type: ignore[method-assign]
+        with pytest.raises(WorkerDied):
+            be.candidates(PROBLEM)
+        assert be.listing_info() == {}
+        with pytest.raises(WorkerDied):
+            be.lean_candidates(PROBLEM)
+        assert be.listing_info() == {}
+
+
+def test_an_in_process_backends_bad_record_never_costs_the_stored_result(tmp_path: Path) -> None:
+    from tune_fakes import RecordingListBackend
+
+    from convdoctor.db import TuningDB
+
+    cfg = HarnessConfig(min_samples=5, min_rounds=3, budget_s=1.0, warmup_max_steps=2)
+    db = TuningDB(tmp_path / "t.sqlite")
+    try:
+        r = tune_problem(PROBLEM, backend=RecordingListBackend("unserializable"), db=db,
+                         config=cfg, budget_s=1.0)
+        assert r.winner is not None and set(r.listing) == {"record_error"}
+        assert db.get(PROBLEM, RecordingListBackend().environment()) is not None
+    finally:
+        db.close()
+
+
+def test_the_short_list_brings_its_own_record(monkeypatch) -> None:
     from convdoctor.tune import worker
 
     monkeypatch.setattr(worker, "LIST_TIMEOUT_S", 1.0)

@@ -164,11 +164,16 @@ def test_refinement_summary_names_seeds_and_kept_plans_as_candidate_keys() -> No
     assert s["kept"] == [["cudnn:eng4_k2=3_k24=0", 77.0, "cudnn:eng4_k2=0_k24=0"]]
     assert s["timed"] == len(res.quick_us) and s["tried"] == res.tried > 0
     assert s["built"] == res.built and s["notes"] == [] and s["seconds"] >= 0
+    assert s["budget_spent"] is False
     import json
 
     assert json.loads(json.dumps(s)) == s
     spent = refine.refine(PROBLEM, enumeration(), timer, device=0, handle=1, budget_s=0.0)
-    assert "refinement time budget spent" in spent.summary()["notes"]
+    assert spent.summary()["budget_spent"] is True
+    # the flag survives a long note list cut to 10 (plans that failed to run come first)
+    crowded = refine.Refinement(plans=[], notes=[f"eng{i}: quick run failed" for i in range(12)]
+                                + [refine.BUDGET_NOTE])
+    assert crowded.summary()["budget_spent"] is True and len(crowded.summary()["notes"]) == 10
 
 
 def test_refine_adds_nothing_when_no_neighbour_comes_close() -> None:

@@ -9,7 +9,7 @@ lives in `cpu_backend.py`; the CUDA backend in `convdoctor.tune.gpu.backend.Cuda
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..errors import UsageError
 
@@ -98,6 +98,10 @@ class Runner(Protocol):
 
 @runtime_checkable
 class Backend(Protocol):
+    """A tuning backend. Optional extras the harness uses when present: `lean_candidates(problem)`
+    (a short list for when the full listing fails) and `listing_info()` (a JSON-safe dict: what
+    the last listing did, kept in `TuneResult.listing`; read through `listing_record`)."""
+
     name: str
 
     def environment(self) -> dict[str, str]:
@@ -113,6 +117,25 @@ class Backend(Protocol):
     def clock(self) -> ClockReading | None:
         """The current clock, or None when there is nothing to watch (CPU)."""
         ...
+
+
+def listing_record(backend: Any) -> dict[str, Any]:
+    """The backend's record of its last listing (its optional `listing_info()`), checked to be a
+    JSON-safe dict, or {}; a record that fails becomes {"record_error": why}. Never raises: the
+    record is diagnosis only and must not cost the listing or the result's storage."""
+    import json
+
+    info = getattr(backend, "listing_info", None)
+    if info is None:
+        return {}
+    try:
+        d = info()
+        if not isinstance(d, dict):
+            return {}
+        json.dumps(d)
+    except Exception as exc:  # noqa: BLE001
+        return {"record_error": f"listing record unavailable: {type(exc).__name__}: {exc}"[:200]}
+    return dict(d)
 
 
 def _cuda_available() -> bool:

@@ -173,7 +173,8 @@ def run(args: argparse.Namespace) -> int:
             why = [n for n in r.notes if "tuning database" not in n]
             notes.append(f"{r.problem.short()}: " + ("; ".join(why) if why else
                                                      "no candidate ran correctly"))
-        notes += [f"{r.problem.short()}: {n}" for n in listing_notes(r.listing)]
+        if "loaded from the tuning database" not in r.notes:  # a stored record's advice is old
+            notes += [f"{r.problem.short()}: {n}" for n in listing_notes(r.listing)]
         for s in r.candidates:
             if s.status == "disqualified":
                 notes.append(f"{r.problem.short()}: {s.candidate.key} disqualified: {s.reason}")
@@ -204,7 +205,7 @@ def listing_notes(listing: dict[str, Any]) -> list[str]:
     if listing.get("error"):
         out.append(f"cuDNN listed no plan ({listing['error']}); only PyTorch's paths were tuned")
     walk = listing.get("refinement") or {}
-    if any("budget" in str(n) for n in walk.get("notes") or []):
+    if walk.get("budget_spent"):
         out.append(f"the knob refinement stopped at its time budget after {walk.get('seconds')} s "
                    f"({walk.get('built')} new plans built); CONVDOCTOR_CUDNN_REFINE_BUDGET_S "
                    "raises it")

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..problem import ConvProblem
-from .backend import Backend, Candidate, CandidateUnsupported, ClockReading, Runner
+from .backend import Backend, Candidate, CandidateUnsupported, ClockReading, Runner, listing_record
 from .result import BASELINE_KEYS, CPU_BASELINE_KEYS, CandidateStats, TuneResult, median_ci
 
 
@@ -549,7 +549,7 @@ class Harness:
                             winner=None, candidates=[lv.stats for lv in lives],
                             created=time.time(), notes=listing_notes,
                             short_list=bool(listing_notes),
-                            listing=_listing_record(self.backend))
+                            listing=listing_record(self.backend))
         try:
             best_second: float | None = None
             for lv in lives:
@@ -595,19 +595,6 @@ class Harness:
                 self._close(lv)
             result.tuning_s = time.monotonic() - t0
         return result
-
-
-def _listing_record(backend: Backend) -> dict[str, Any]:
-    """The backend's record of the listing just made (optional `listing_info()`: on CUDA the
-    enumeration's counts and the knob refinement's seeds), or {}; never raises."""
-    info = getattr(backend, "listing_info", None)
-    if info is None:
-        return {}
-    try:
-        d = info()
-    except Exception:  # noqa: BLE001 - a diagnosis record must not cost the problem
-        return {}
-    return dict(d) if isinstance(d, dict) else {}
 
 
 # ---------------------------------------------------------------------- PyTorch's way, for comparison

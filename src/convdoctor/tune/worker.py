@@ -23,7 +23,14 @@ from typing import Any
 
 from ..errors import ConvdoctorError
 from ..problem import ConvProblem
-from .backend import Candidate, CandidateUnsupported, ClockReading, Correctness, StickyError
+from .backend import (
+    Candidate,
+    CandidateUnsupported,
+    ClockReading,
+    Correctness,
+    StickyError,
+    listing_record,
+)
 
 
 class WorkerDied(RuntimeError):
@@ -244,7 +251,7 @@ class WorkerBackend:
         return [Candidate.from_dict(c) for c in rep["candidates"]]
 
     def listing_info(self) -> dict[str, Any]:
-        """The worker backend's record of the last listing (see `Backend.listing_info`)."""
+        """The worker backend's record of the last listing (`Backend`'s optional `listing_info`)."""
         return dict(self.last_listing)
 
     def _listing(self, msg: dict[str, Any]) -> list[Candidate]:
@@ -302,20 +309,6 @@ class WorkerBackend:
 
 
 # ---------------------------------------------------------------------- the worker side
-def _listing_info(backend: Any) -> dict[str, Any]:
-    """The backend's record of its last listing (`listing_info()`, optional), JSON-safe, or {}:
-    a record is diagnosis only and must never cost the listing."""
-    info = getattr(backend, "listing_info", None)
-    if info is None:
-        return {}
-    try:
-        d = info()
-        json.dumps(d)
-    except Exception as exc:  # noqa: BLE001
-        return {"record_error": f"listing record unavailable: {type(exc).__name__}: {exc}"[:200]}
-    return d if isinstance(d, dict) else {}
-
-
 def _load_backend(spec: str) -> Any:
     if ":" in spec:
         import importlib
@@ -374,7 +367,7 @@ def serve(spec: str) -> int:
                         raise RuntimeError(f"backend {backend.name!r} has no short candidate list")
                 cands = lister(ConvProblem.from_dict(msg["problem"]))
                 reply = {"candidates": [c.to_dict() for c in cands],
-                         "listing": _listing_info(backend)}
+                         "listing": listing_record(backend)}
             elif op == "prepare":
                 r = backend.prepare(ConvProblem.from_dict(msg["problem"]),
                                     Candidate.from_dict(msg["candidate"]))

@@ -430,6 +430,15 @@ def _env_num(name: str, default: Any, kind: Any) -> Any:
         raise UsageError(f"{name}={raw!r} is not a number") from None
 
 
+def _summary(obj: Any) -> dict[str, Any]:
+    """`obj.summary()` for the listing record, or why it failed: the record must never cost the
+    listing."""
+    try:
+        return dict(obj.summary())
+    except Exception as exc:  # noqa: BLE001
+        return {"record_error": f"{type(exc).__name__}: {exc}"[:200]}
+
+
 class CudaBackend:
     """Tuning backend for one CUDA device: cuDNN plans via cudnn-frontend + PyTorch's paths."""
 
@@ -586,7 +595,7 @@ class CudaBackend:
             self.last_listing["error"] = self.cudnn_error
             return []
         self.last_enumeration = en
-        self.last_listing["enumeration"] = en.summary()
+        self.last_listing["enumeration"] = _summary(en)
         out = []
         built = en.built()
         if self.max_plans > 0:
@@ -598,7 +607,7 @@ class CudaBackend:
         if not lean:
             built = built + self._refined(problem, en)
             if self.last_refinement is not None:
-                self.last_listing["refinement"] = self.last_refinement.summary()
+                self.last_listing["refinement"] = _summary(self.last_refinement)
         for p in built:
             det = "NONDETERMINISTIC" not in p.notes and "notes-unknown" not in p.notes
             notes = (f"source={p.source}",) + tuple(n.lower() for n in p.notes)

@@ -69,7 +69,8 @@ class Refinement:
             "kept": [[policy.cudnn_key(p.name), us(p.name),
                       policy.cudnn_key(self.origin[p.name]) if p.name in self.origin else None]
                      for p in self.plans],
-            "seconds": round(self.seconds, 3), "notes": list(self.notes[:10]),
+            "seconds": round(self.seconds, 3), "budget_spent": BUDGET_NOTE in self.notes,
+            "notes": list(self.notes[:10]),
         }
 
 
