@@ -317,3 +317,33 @@ def test_a_wrong_fast_candidate_does_not_make_the_correct_ones_hopeless() -> Non
         PROBLEM, {"backend": "sim"})
     assert r.stats_for("eng:wrong-fast").status == "disqualified"  # type: ignore[union-attr]
     assert r.winner is not None and r.winner.key == "eng:slow-ok"
+
+
+def test_every_candidates_cost_is_recorded_and_they_add_up_to_the_run() -> None:
+    # session 15: depthwise layers tuned 40-50 s per run and which candidates cost it could not be
+    # told; each candidate's host time is now kept (simulated time here: only runs advance it)
+    w = SimWorld(seed=4, candidates=[SimCandidate("eng:fast", 1e-3),
+                                     SimCandidate("eng:slow", 20e-3),
+                                     SimCandidate("eng:crawl", 1.5),
+                                     SimCandidate("eng:second", 1.05e-3)],
+                 noise_sigma=0.01, outlier_p=0.0)
+    r = Harness(SimBackend(w), HarnessConfig(budget_s=0.5, now=w.now, sleep=w.sleep)).run(
+        PROBLEM, {"backend": "sim"})
+    cost = {s.candidate.key: s.cost_s for s in r.candidates}
+    assert all(c > 0 for c in cost.values()), cost
+    # nothing counted twice, nothing left out: the run's simulated time is the candidates' sum
+    assert sum(cost.values()) == pytest.approx(w.now(), rel=1e-9)
+    # the hopeless one costs exactly its first and second runs (2 x 1.5 s + overhead)
+    assert cost["eng:crawl"] == pytest.approx(3.0, rel=0.05)
+    # a 20x slower one left to the screen costs more than the finalists per run, and its record
+    # round-trips
+    assert r.stats_for("eng:slow").status == "screened-out"  # type: ignore[union-attr]
+    from convdoctor.tune.result import TuneResult
+
+    back = TuneResult.from_dict(r.to_dict())
+    assert back.stats_for("eng:slow").cost_s == pytest.approx(cost["eng:slow"], abs=1e-4)  # type: ignore[union-attr]
+    from convdoctor.tune.cmd_bench import costliest
+
+    top = costliest(r, n=2)
+    assert [k for k, _st, _c in top] == sorted(cost, key=lambda k: -cost[k])[:2]
+    assert top[0][0] == "eng:crawl"

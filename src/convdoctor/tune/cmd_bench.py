@@ -212,7 +212,7 @@ def _tune_arm(problems: list[ConvProblem], spec: str, budget: float, timeout: fl
             out[p.key()] = {"winner": r.winner.key if r.winner else None,
                             "tuned_s": r.winner_time_s, "tuning_s": r.tuning_s,
                             "degraded": r.degraded, "short_list": r.short_list,
-                            "listing": dict(r.listing),
+                            "listing": dict(r.listing), "costliest": costliest(r),
                             "measured": measured,
                             "notes": list(r.notes), "failures": failure_summary(r),
                             "candidates": candidate_digest(r)}
@@ -231,6 +231,15 @@ def failure_summary(result: Any, limit: int = 5) -> list[str]:
             counts[why] = counts.get(why, 0) + 1
     top = sorted(counts.items(), key=lambda kv: -kv[1])[:limit]
     return [f"{n} x {why}" for why, n in top]
+
+
+def costliest(result: Any, n: int = 5) -> list[list[Any]]:
+    """[key, status, host seconds] of the `n` candidates the harness spent most time on
+    (`CandidateStats.cost_s`). Session 15 (H100, fp16 depthwise layers): tuning took 40-50 s per
+    run, ~25 s of it after the last listed candidate's first run, and which candidates cost it
+    could not be told from the row."""
+    top = sorted(result.candidates, key=lambda s: -s.cost_s)[:n]
+    return [[s.candidate.key, s.status, round(s.cost_s, 3)] for s in top if s.cost_s > 0]
 
 
 def candidate_digest(result: Any, fastest: int = 8, screened: int = 3) -> list[list[Any]]:
@@ -443,6 +452,7 @@ def _bench(args: argparse.Namespace) -> int:
             # each run's listing record (CUDA: the refinement's seeds and what it kept), so a
             # row whose runs disagree shows whether they walked from different seeds
             "tune_listing": [r[k].get("listing", {}) for r in tune_runs],
+            "tune_costliest": [r[k].get("costliest", []) for r in tune_runs],
             "tune_candidates": [r[k].get("candidates", []) for r in tune_runs],
         })
 

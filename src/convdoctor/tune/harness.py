@@ -167,6 +167,13 @@ class Harness:
         `slot`: the round number; a runner that keeps several buffer placements (`slotted`)
         times on placement `slot` modulo its count, so all candidates of one round share one
         placement (paired rounds) and a candidate's samples cover every placement."""
+        t0 = self.cfg.now()
+        try:
+            return self._timed_inner(live, reps, slot)
+        finally:
+            live.stats.cost_s += self.cfg.now() - t0
+
+    def _timed_inner(self, live: _Live, reps: int, slot: int | None) -> list[float] | None:
         assert live.runner is not None
         runner = live.runner
         slotted = slot is not None and bool(getattr(runner, "slotted", False))
@@ -554,17 +561,20 @@ class Harness:
             best_second: float | None = None
             for lv in lives:
                 self.note(f"first run + check {lv.stats.candidate.key}")
+                t_cand = self.cfg.now()
                 self._prepare_first(problem, lv)
                 if lv.active:
                     # the second run comes before the check: a hopeless candidate is dropped
                     # without one more of its (slow) runs
                     second = self._second_run(lv)
                     if second is not None and self._hopeless(lv, second, best_second):
+                        lv.stats.cost_s += self.cfg.now() - t_cand
                         continue
                     if lv.active:
                         self._check(lv)
                     if lv.active and second is not None:
                         best_second = second if best_second is None else min(best_second, second)
+                lv.stats.cost_s += self.cfg.now() - t_cand  # warm-up on: counted by _timed
                 if lv.active:
                     self.note(f"warm up {lv.stats.candidate.key}")
                     self._warmup(lv)

@@ -66,6 +66,9 @@ class CandidateStats:
     # relative to the leader x the leader's median); None where it was not ranked (screened out,
     # or stored before session 12)
     rank_s: float | None = None
+    # host seconds the harness spent on this candidate (preparing, first and second runs, check,
+    # warm-up, screen and samples; pauses for a slowdown included): where tuning time goes
+    cost_s: float = 0.0
 
     @property
     def n(self) -> int:
@@ -95,7 +98,7 @@ class CandidateStats:
             "ci_high_s": ci[1] if ci else None, "n": self.n, "warmup_runs": self.warmup_runs,
             "prepare_s": self.prepare_s, "first_run_s": self.first_run_s,
             "second_run_s": self.second_run_s, "discarded": self.discarded,
-            "clock_mhz": self.clock_mhz, "rank_s": self.rank_s,
+            "clock_mhz": self.clock_mhz, "rank_s": self.rank_s, "cost_s": round(self.cost_s, 4),
             "correctness": None if self.correctness is None else {
                 "ok": self.correctness.ok, "max_rel_err": _finite(self.correctness.max_rel_err),
                 "tolerance": self.correctness.tolerance, "detail": self.correctness.detail},
@@ -116,7 +119,7 @@ class CandidateStats:
             warmup_runs=int(d.get("warmup_runs", 0)), first_run_s=d.get("first_run_s"),
             second_run_s=d.get("second_run_s"), prepare_s=d.get("prepare_s"),
             discarded=int(d.get("discarded", 0)), clock_mhz=d.get("clock_mhz"),
-            rank_s=d.get("rank_s"),
+            rank_s=d.get("rank_s"), cost_s=float(d.get("cost_s") or 0.0),
             correctness=None if not corr else Correctness(
                 ok=bool(corr["ok"]), max_rel_err=float(corr["max_rel_err"] if corr["max_rel_err"]
                                                        is not None else math.nan),
