@@ -347,3 +347,29 @@ def test_every_candidates_cost_is_recorded_and_they_add_up_to_the_run() -> None:
     top = costliest(r, n=2)
     assert [k for k, _st, _c in top] == sorted(cost, key=lambda k: -cost[k])[:2]
     assert top[0][0] == "eng:crawl"
+
+
+def test_the_hopeless_floor_can_be_set_for_experiments(monkeypatch: pytest.MonkeyPatch) -> None:
+    from convdoctor.errors import UsageError
+    from convdoctor.tune.harness import HOPELESS_ENV, tune_problem
+
+    def tuned() -> tuple[object, SimCandidate]:
+        w = SimWorld(seed=3, candidates=[SimCandidate("eng:fast", 1e-3),
+                                         SimCandidate("eng:slow", 40e-3),
+                                         SimCandidate("eng:second", 1.1e-3)],
+                     noise_sigma=0.01, outlier_p=0.0)
+        cfg = HarnessConfig(now=w.now, sleep=w.sleep)
+        r = tune_problem(PROBLEM, backend=SimBackend(w), config=cfg, budget_s=0.5)
+        return r, next(c for c in w.candidates if c.key == "eng:slow")
+
+    monkeypatch.delenv(HOPELESS_ENV, raising=False)
+    r, slow = tuned()  # 40x slower but 40 ms a call: under the default 0.2 s floor, screened
+    assert "hopeless" not in r.stats_for("eng:slow").reason and slow.runs > 2  # type: ignore[attr-defined]
+    monkeypatch.setenv(HOPELESS_ENV, "0.01")
+    r, slow = tuned()
+    assert "hopeless" in r.stats_for("eng:slow").reason and slow.runs == 2  # type: ignore[attr-defined]
+    assert r.winner.key == "eng:fast"  # type: ignore[attr-defined]
+    for bad in ("fast", "-1", "nan"):
+        monkeypatch.setenv(HOPELESS_ENV, bad)
+        with pytest.raises(UsageError, match="CONVDOCTOR_TUNE_HOPELESS_ABS_S"):
+            tuned()

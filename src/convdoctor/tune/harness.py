@@ -637,6 +637,29 @@ def one_sample_select(problem: ConvProblem, backend: Backend, *, limit: int = 10
 
 # ---------------------------------------------------------------------- the public entry point
 TRACE_ENV = "CONVDOCTOR_TUNE_TRACE"
+# For experiments: the hopeless drop's absolute floor in seconds per call (`hopeless_abs_s`).
+# Session 15 (H100, fp16 depthwise layers): tuning took 40-50 s per run with candidates hundreds
+# of times slower than the fastest left to the check, warm-up and screen because each call took
+# under the 0.2 s floor; whether a lower floor saves that time without changing the winners is
+# to be measured on the GPU (docs/tune.md, session 15). Not part of the database key: tune with
+# it into a scratch `--db` (or `--no-db`).
+HOPELESS_ENV = "CONVDOCTOR_TUNE_HOPELESS_ABS_S"
+
+
+def _env_seconds(name: str) -> float | None:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        v = float(raw)
+    except ValueError:
+        v = math.nan
+    if not math.isfinite(v) or v < 0:
+        from ..errors import UsageError
+
+        raise UsageError(f"{name}={raw!r} is not a number of seconds (>= 0); unset it or give "
+                         "e.g. 0.005")
+    return v
 
 
 def file_trace(path: str) -> Callable[[dict[str, Any]], None]:
@@ -668,6 +691,9 @@ def tune_problem(problem: ConvProblem, *, backend: str | Backend = "auto", db: A
     cfg.budget_s = budget_s
     if cfg.trace is None and os.environ.get(TRACE_ENV, "").strip():
         cfg.trace = file_trace(os.environ[TRACE_ENV].strip())
+    floor = _env_seconds(HOPELESS_ENV)
+    if floor is not None:
+        cfg.hopeless_abs_s = floor
     cfg.warmup_cap_s = min(cfg.warmup_cap_s, max(0.2, budget_s / 2.0))
 
     def note(text: str) -> None:
