@@ -172,3 +172,26 @@ def test_candidate_digest_keeps_fastest_and_unexplained() -> None:
     # the fastest measured one, the fastest screened-out one that has screen samples, the failure
     assert d == [["fast", "ok", 1.0, ""], ["near", "screened-out", 1.4, "screen: 1.4x"],
                  ["torch:gemm", "unsupported", None, "torch:gemm failed: OOM"]]
+
+
+def test_rows_whose_runs_disagree_say_whether_their_walks_shared_seeds() -> None:
+    from convdoctor.tune.cmd_bench import disagreement_lines
+
+    def row(stab: float | None, seeds1: list[str], seeds2: list[str]) -> dict:
+        rec = [{"refinement": {"seeds": [[k, 1.0] for k in s]}} if s else {}
+               for s in (seeds1, seeds2)]
+        return {"problem": "fprop 32x64x35x35 k96", "stability": stab,
+                "winners": ["cudnn:a", "cudnn:b"], "tune_listing": rec}
+
+    assert disagreement_lines([row(0.0, ["x"], ["y"]), row(0.02, ["x"], ["y"]),
+                               row(None, [], [])]) == []
+    diff = disagreement_lines([row(0.112, ["cudnn:s1", "cudnn:s2"], ["cudnn:s1", "cudnn:s3"])])
+    assert diff == ["runs disagree on fprop 32x64x35x35 k96: cudnn:a vs cudnn:b (11.2% apart in "
+                    "the referee); the knob walks started from different seeds (1 of 3 shared)"]
+    same = disagreement_lines([row(0.054, ["cudnn:s1"], ["cudnn:s1"])])
+    assert same[0].endswith("the knob walks started from the same seeds")
+    # rows from before the record (or a CPU backend): the choices only
+    old = row(0.05, [], [])
+    del old["tune_listing"]
+    assert disagreement_lines([old]) == ["runs disagree on fprop 32x64x35x35 k96: cudnn:a vs "
+                                         "cudnn:b (5.0% apart in the referee)"]

@@ -233,6 +233,31 @@ def failure_summary(result: Any, limit: int = 5) -> list[str]:
     return [f"{n} x {why}" for why, n in top]
 
 
+def disagreement_lines(rows: list[dict[str, Any]], limit: float = 0.03) -> list[str]:
+    """One line per row whose first and last tuning runs chose more than `limit` apart: the two
+    choices, and whether the runs' knob walks started from the same seeds (`tune_listing`), which
+    tells a search that covered different plans from a measurement that ranked the same plans
+    differently."""
+    out: list[str] = []
+    for r in rows:
+        st = r.get("stability")
+        winners = r.get("winners") or []
+        if st is None or st <= limit or len(winners) < 2:
+            continue
+        line = (f"runs disagree on {r['problem']}: {winners[0]} vs {winners[-1]} "
+                f"({st:.1%} apart in the referee)")
+        listing = r.get("tune_listing") or []
+        seeds = [[k for k, *_ in ((x.get("refinement") or {}).get("seeds") or [])]
+                 for x in (listing[0], listing[-1])] if len(listing) >= 2 else []
+        if seeds and seeds[0] and seeds[1]:
+            a, b = set(seeds[0]), set(seeds[1])
+            line += ("; the knob walks started from the same seeds" if a == b else
+                     f"; the knob walks started from different seeds ({len(a & b)} of "
+                     f"{len(a | b)} shared)")
+        out.append(line)
+    return out
+
+
 def costliest(result: Any, n: int = 5) -> list[list[Any]]:
     """[key, status, host seconds] of the `n` candidates the harness spent most time on
     (`CandidateStats.cost_s`). Session 15 (H100, fp16 depthwise layers): tuning took 40-50 s per
@@ -667,6 +692,7 @@ def _emit(args: argparse.Namespace, payload: dict[str, Any]) -> int:
             if w is None:
                 lines.append(f"no winner in tuning run {i + 1} for {r['problem']}: "
                              + ("; ".join(why[:3]) or "no reason recorded"))
+    lines += disagreement_lines(rows)
     if s["degraded_problems"]:
         lines.append(f"note: {s['degraded_problems']} problems were measured while the device "
                      "was slowed down (nothing chosen there)")
