@@ -246,16 +246,19 @@ def disagreement_lines(rows: list[dict[str, Any]], limit: float = 0.03) -> list[
             continue
         line = (f"runs disagree on {r['problem']}: {winners[0]} vs {winners[-1]} "
                 f"({st:.1%} apart in the referee)")
-        listing = r.get("tune_listing") or []
-        seeds = [[k for k, *_ in ((x.get("refinement") or {}).get("seeds") or [])]
-                 for x in (listing[0], listing[-1])] if len(listing) >= 2 else []
-        if seeds and seeds[0] and seeds[1]:
-            a, b = set(seeds[0]), set(seeds[1])
+        listing = r.get("tune_listing") or [{}]
+        a, b = _seeds(listing[0]), _seeds(listing[-1])
+        if a and b:
             line += ("; the knob walks started from the same seeds" if a == b else
                      f"; the knob walks started from different seeds ({len(a & b)} of "
                      f"{len(a | b)} shared)")
         out.append(line)
     return out
+
+
+def _seeds(listing: dict[str, Any]) -> set[str]:
+    """The knob walk's seed keys in one run's listing record (empty when it has none)."""
+    return {k for k, *_ in (listing.get("refinement") or {}).get("seeds") or []}
 
 
 def costliest(result: Any, n: int = 5) -> list[list[Any]]:

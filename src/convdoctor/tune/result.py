@@ -209,5 +209,5 @@ class TuneResult:
             noise_band=float(d.get("noise_band", 0.0)), notes=list(d.get("notes", [])),
             degraded=bool(d.get("degraded", False)),
             short_list=bool(d.get("short_list", False)),
-            listing=dict(d.get("listing") or {}) if isinstance(d.get("listing"), dict) else {},
+            listing=dict(d["listing"]) if isinstance(d.get("listing"), dict) else {},
         )
