@@ -353,19 +353,21 @@ def test_the_hopeless_floor_can_be_set_for_experiments(monkeypatch: pytest.Monke
     from convdoctor.errors import UsageError
     from convdoctor.tune.harness import HOPELESS_ENV, tune_problem
 
-    def tuned() -> tuple[object, SimCandidate]:
-        w = SimWorld(seed=3, candidates=[SimCandidate("eng:fast", 1e-3),
-                                         SimCandidate("eng:slow", 40e-3),
-                                         SimCandidate("eng:second", 1.1e-3)],
+    def tuned(slow_s: float = 15e-3) -> tuple[object, SimCandidate]:
+        w = SimWorld(seed=3, candidates=[SimCandidate("eng:fast", 0.5e-3),
+                                         SimCandidate("eng:slow", slow_s),
+                                         SimCandidate("eng:second", 0.55e-3)],
                      noise_sigma=0.01, outlier_p=0.0)
         cfg = HarnessConfig(now=w.now, sleep=w.sleep)
         r = tune_problem(PROBLEM, backend=SimBackend(w), config=cfg, budget_s=0.5)
         return r, next(c for c in w.candidates if c.key == "eng:slow")
 
     monkeypatch.delenv(HOPELESS_ENV, raising=False)
-    r, slow = tuned()  # 40x slower but 40 ms a call: under the default 0.2 s floor, screened
+    r, slow = tuned()  # 30x slower but 15 ms a call: under the default 20 ms floor, screened
     assert "hopeless" not in r.stats_for("eng:slow").reason and slow.runs > 2  # type: ignore[attr-defined]
-    monkeypatch.setenv(HOPELESS_ENV, "0.01")
+    r, slow = tuned(40e-3)  # 80x and 40 ms a call: over the default floor (0.2 s before s16)
+    assert "hopeless" in r.stats_for("eng:slow").reason and slow.runs == 2  # type: ignore[attr-defined]
+    monkeypatch.setenv(HOPELESS_ENV, "0.005")
     r, slow = tuned()
     assert "hopeless" in r.stats_for("eng:slow").reason and slow.runs == 2  # type: ignore[attr-defined]
     assert r.winner.key == "eng:fast"  # type: ignore[attr-defined]

@@ -59,8 +59,15 @@ class HarnessConfig:
     # candidates that passed their check) is dropped before its check, warm-up and screening
     # (status screened-out). Session 7 (H100, fp32 depthwise
     # dgrad): one cuDNN knob setting ran ~1-2 s per call where others ran in under a millisecond,
-    # and its warm-up and 5 screen samples cost 50 s of each 66 s tuning run.
-    hopeless_abs_s: float = 0.2
+    # and its warm-up and 5 screen samples cost 50 s of each 66 s tuning run. The floor was 0.2 s
+    # until session 16 (H100, fp16 depthwise fprop, 64x960x7x7 and 64x1152x7x7 5x5): ~25 cuDNN
+    # plans ran 20-120 ms per call (~1500x the 7.7-16 us winner), each under 0.2 s, and each cost
+    # ~3 s of check, warm-up and screen: tuning took 48 and 51 s. At a 5 ms floor the same runs
+    # took 13.6 and 16.7 s and chose the same plan (7.74 vs 7.76 us, 16.38 vs 16.39 us). 20 ms
+    # keeps a margin for a second run still slowed by one-time work (the slowest second run of a
+    # candidate screened normally there was 4.6 ms, against a 1.4 ms steady state); it drops all
+    # but the 5-6 plans of 5-20 ms per call that the 5 ms floor dropped (~0.1 s each there).
+    hopeless_abs_s: float = 0.02
     hopeless_factor: float = 20.0
     throttle_pause_s: float = 0.5
     max_throttle_retries: int = 6      # in a row, per finalist, before the run is marked degraded
@@ -637,12 +644,9 @@ def one_sample_select(problem: ConvProblem, backend: Backend, *, limit: int = 10
 
 # ---------------------------------------------------------------------- the public entry point
 TRACE_ENV = "CONVDOCTOR_TUNE_TRACE"
-# For experiments: the hopeless drop's absolute floor in seconds per call (`hopeless_abs_s`).
-# Session 15 (H100, fp16 depthwise layers): tuning took 40-50 s per run with candidates hundreds
-# of times slower than the fastest left to the check, warm-up and screen because each call took
-# under the 0.2 s floor; whether a lower floor saves that time without changing the winners is
-# to be measured on the GPU (docs/tune.md, session 15). Not part of the database key: tune with
-# it into a scratch `--db` (or `--no-db`).
+# For experiments: the hopeless drop's absolute floor in seconds per call (`hopeless_abs_s`,
+# default 0.02 s since session 16; see HarnessConfig). Not part of the database key: tune with it
+# into a scratch `--db` (or `--no-db`).
 HOPELESS_ENV = "CONVDOCTOR_TUNE_HOPELESS_ABS_S"
 
 
