@@ -195,3 +195,27 @@ def test_rows_whose_runs_disagree_say_whether_their_walks_shared_seeds() -> None
     del old["tune_listing"]
     assert disagreement_lines([old]) == ["runs disagree on fprop 32x64x35x35 k96: cudnn:a vs "
                                          "cudnn:b (5.0% apart in the referee)"]
+
+
+def test_rows_slower_than_pytorch_say_what_each_tuning_run_measured() -> None:
+    from convdoctor.tune.cmd_bench import slower_lines
+
+    def row(vs_best: float | None, digests: list[list[list]]) -> dict:
+        return {"problem": "fprop 32x2048x8x8 k320", "speedup_vs_best": vs_best,
+                "winners": ["cudnn:a", "cudnn:a"], "tune_candidates": digests}
+
+    # session 16's Mixed_7c.branch1x1 shape: the runs timed PyTorch's path faster and chose the
+    # plan anyway; and the encoder.conv2 shape: the run saw its winner faster
+    saw_torch = [["torch:gemm", "ok", 28.7, ""], ["torch:heuristic", "ok", 28.89, ""],
+                 ["cudnn:a", "ok", 29.95, ""], ["torch:benchmark", "ok", 30.78, ""]]
+    saw_win = [["cudnn:a", "ok", 97.0, ""], ["torch:benchmark", "ok", 97.79, ""]]
+    assert slower_lines([row(1.0, [saw_torch]), row(0.981, [saw_torch]),
+                         row(None, [])]) == []
+    lines = slower_lines([row(0.969, [saw_torch, saw_win])])
+    assert lines == ["slower than PyTorch on fprop 32x2048x8x8 k320: 0.969x; "
+                     "run 1 cudnn:a 29.95 us vs torch:heuristic 28.89 us (measured "
+                     "torch:heuristic 3.7% faster); run 2 cudnn:a 97.00 us vs torch:benchmark "
+                     "97.79 us (measured the winner faster)"]
+    # no digest (older rows, or a run without PyTorch's paths): the winners only
+    assert slower_lines([row(0.95, [])]) == ["slower than PyTorch on fprop 32x2048x8x8 k320: "
+                                             "0.950x; run 1 cudnn:a; run 2 cudnn:a"]
