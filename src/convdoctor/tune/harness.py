@@ -60,13 +60,14 @@ class HarnessConfig:
     # (status screened-out). Session 7 (H100, fp32 depthwise
     # dgrad): one cuDNN knob setting ran ~1-2 s per call where others ran in under a millisecond,
     # and its warm-up and 5 screen samples cost 50 s of each 66 s tuning run. The floor was 0.2 s
-    # until session 16 (H100, fp16 depthwise fprop, 64x960x7x7 and 64x1152x7x7 5x5): ~25 cuDNN
-    # plans ran 20-120 ms per call (~1500x the 7.7-16 us winner), each under 0.2 s, and each cost
-    # ~3 s of check, warm-up and screen: tuning took 48 and 51 s. At a 5 ms floor the same runs
-    # took 13.6 and 16.7 s and chose the same plan (7.74 vs 7.76 us, 16.38 vs 16.39 us). 20 ms
-    # keeps a margin for a second run still slowed by one-time work (the slowest second run of a
-    # candidate screened normally there was 4.6 ms, against a 1.4 ms steady state); it drops all
-    # but the 5-6 plans of 5-20 ms per call that the 5 ms floor dropped (~0.1 s each there).
+    # until session 16 (H100, fp16 depthwise fprop, 64x960x7x7 and 64x1152x7x7 5x5): in each run
+    # 23 cuDNN plans took 5-60 ms per call (hundreds to thousands of times the 7.7-16 us winner),
+    # each under 0.2 s, and went through check, warm-up and screen at 0.2-3.5 s each (34.6 and
+    # 38.2 s together): tuning took 48 and 51 s. At a 5 ms floor the same runs took 13.6 and 16.7 s
+    # and chose the same plan (7.74 vs 7.76 us, 16.38 vs 16.39 us). 20 ms keeps a margin for a
+    # second run still slowed by one-time work (the slowest second run of a plan screened
+    # normally there was 4.7 ms, against a 1.4-1.5 ms steady state); of the 23 it drops the 16
+    # over 20 ms and leaves 7 to the screen (2.5 and 3.2 s together in the 0.2 s runs).
     hopeless_abs_s: float = 0.02
     hopeless_factor: float = 20.0
     throttle_pause_s: float = 0.5
