@@ -76,3 +76,54 @@ def test_a_state_file_of_another_run_is_refused(tmp_path: Path) -> None:
 
 def test_resume_needs_out(tmp_path: Path) -> None:
     assert main(["bench", str(_suite(tmp_path)), "--resume", "--pytorch-runs", "1"]) == 2
+
+
+@pytest.mark.slow
+def test_a_bench_stopped_inside_an_arm_resumes_at_the_next_problem(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # session 16: every deadline cut lost the arm in progress (up to ~2 minutes of a GPU shard);
+    # the state file now keeps an arm's finished problems
+    from convdoctor.tune import harness
+
+    suite = tmp_path / "s.json"
+    suite.write_text(json.dumps({"name": "tiny", "problems": [
+        {"group": "g", "name": "a", "problem": "n=1 c=4 h=8 w=8 k=4 r=3 s=3 pad=1"},
+        {"group": "g", "name": "b", "problem": "n=1 c=4 h=6 w=6 k=4 r=1 s=1"}]}))
+    out = tmp_path / "r.json"
+    real = harness.tune_problem
+    tuned: list[str] = []
+
+    def die_on_fourth(p: Any, **k: Any) -> Any:
+        tuned.append(p.key())
+        if len(tuned) == 4:
+            raise KeyboardInterrupt  # the deadline's kill: 2nd tuning arm, its 2nd problem
+        return real(p, **k)
+
+    monkeypatch.setattr(harness, "tune_problem", die_on_fourth)
+    assert main(["bench", str(suite), *ARGS, "--out", str(out)]) != 0
+    state = json.loads((tmp_path / "r.json.partial").read_text())
+    assert len(state["tune_runs"]) == 1
+    cur = state["current"]
+    assert cur["kind"] == "tune" and list(k for k in cur["done"] if not k.startswith("_")) == [
+        tuned[2]]
+    assert cur["wall_s"] > 0 and cur["done"]["_process_s"] > 0
+
+    def pytorch_must_not_run(*a: Any, **k: Any) -> Any:
+        raise AssertionError("a finished arm ran again")
+
+    again: list[str] = []
+
+    def record(p: Any, **k: Any) -> Any:
+        again.append(p.key())
+        return real(p, **k)
+
+    monkeypatch.setattr(cmd_bench, "_pytorch_arm", pytorch_must_not_run)
+    monkeypatch.setattr(harness, "tune_problem", record)
+    capsys.readouterr()
+    assert main(["bench", str(suite), *ARGS, "--out", str(out), "--resume"]) == 0
+    assert again == [tuned[3]]           # only the problem the stop cut off was tuned again
+    res = json.loads(out.read_text())
+    assert res["summary"]["resumed_arms"] == 2 and res["summary"]["resumed_problems"] == 1
+    assert all(len(r["winners"]) == 2 and all(r["winners"]) for r in res["rows"])
+    assert len(res["summary"]["arm_wall_s"]["tune"]) == 2
+    assert not (tmp_path / "r.json.partial").exists()

@@ -26,6 +26,7 @@ import os
 import re
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import UsageError
@@ -39,6 +40,10 @@ CUDNN_PREFIX = "cudnn:"  # = convdoctor.tune.gpu.policy.CUDNN_PREFIX
 # The PyTorch and referee arms only time paths chosen elsewhere: no knob refinement there (it
 # would run cuDNN plans in those processes before PyTorch's paths are timed, and cost time).
 MEASURE_ONLY_ENV = {"CONVDOCTOR_CUDNN_REFINE": "0"}
+
+# An arm's results so far, after each problem (the bench writes them to FILE.partial, so a run
+# stopped mid-arm resumes from the next problem, not from the arm's start).
+ArmCheckpoint = Callable[[dict[str, Any]], None]
 
 CONFIGS = {
     "fp32-nchw": ("float32", "nchw", "tf32"),
@@ -93,8 +98,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also write the JSON result to FILE (written when the run ends)")
     p.add_argument("--resume", action="store_true",
                    help="with --out FILE: continue an interrupted run from FILE.partial (written "
-                   "after every arm: the PyTorch and convdoctor processes already finished are "
-                   "not run again; the file must come from the same problems, settings and "
+                   "after every problem: the PyTorch and convdoctor processes already finished, "
+                   "and the finished problems of the one it stopped in, are not run again; the "
+                   "file must come from the same problems, settings and "
                    "machine)")
     p.add_argument("--merge", nargs="+", default=None, metavar="FILE",
                    help="instead of running: join the JSON results of several bench runs (shards "
@@ -161,17 +167,23 @@ def _geomean(xs: list[float]) -> float | None:
 
 
 def _pytorch_arm(problems: list[ConvProblem], spec: str, budget: float, timeout: float,
-                 bar: Any, fresh: Any = None) -> dict[str, Any]:
-    """One fresh process: PyTorch's heuristic and benchmark=True choices, timed by the harness."""
+                 bar: Any, fresh: Any = None, done: dict[str, Any] | None = None,
+                 on_problem: ArmCheckpoint | None = None) -> dict[str, Any]:
+    """One fresh process: PyTorch's heuristic and benchmark=True choices, timed by the harness.
+    `done`: this arm's results restored from an interrupted run (those problems are skipped);
+    `on_problem` gets the arm's results so far after each problem."""
     from .harness import Harness, HarnessConfig, one_sample_select
     from .worker import WorkerBackend
 
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = dict(done or {})
     with fresh if fresh is not None else WorkerBackend(spec, timeout_s=timeout,
                                                        env=MEASURE_ONLY_ENV) as be:
         cpu = be.name == "cpu"
         env = be.environment()
         for p in problems:
+            if p.key() in out:
+                bar.update(1, "pytorch " + p.short() + " (resumed)")
+                continue
             t0 = time.monotonic()
             if cpu:
                 pick = one_sample_select(p, be)       # what benchmark=True does, on CPU paths
@@ -194,19 +206,28 @@ def _pytorch_arm(problems: list[ConvProblem], spec: str, budget: float, timeout:
                 "benchmark_cost_s": select_s if cpu else (
                     (bench.prepare_s or 0.0) + (bench.first_run_s or 0.0) if bench else None),
             }
+            if on_problem is not None:
+                on_problem(out)
             bar.update(1, "pytorch " + p.short())
     return out
 
 
 def _tune_arm(problems: list[ConvProblem], spec: str, budget: float, timeout: float,
-              bar: Any) -> dict[str, Any]:
+              bar: Any, done: dict[str, Any] | None = None,
+              on_problem: ArmCheckpoint | None = None) -> dict[str, Any]:
+    """One fresh process tunes every problem (`done`, `on_problem`: as for `_pytorch_arm`;
+    `_process_s` adds up the processes an interrupted arm ran in)."""
     from .harness import tune_problem
     from .worker import WorkerBackend
 
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = dict(done or {})
+    before = float(out.get("_process_s") or 0.0)
     with WorkerBackend(spec, timeout_s=timeout) as be:
         t_start = time.monotonic()
         for p in problems:
+            if p.key() in out:
+                bar.update(1, "tune " + p.short() + " (resumed)")
+                continue
             r = tune_problem(p, backend=be, db=None, budget_s=budget, progress=bar, reuse=False)
             measured = {s.candidate.key: s.median_s for s in r.candidates
                         if s.status == "ok" and s.median_s}
@@ -217,8 +238,11 @@ def _tune_arm(problems: list[ConvProblem], spec: str, budget: float, timeout: fl
                             "measured": measured,
                             "notes": list(r.notes), "failures": failure_summary(r),
                             "candidates": candidate_digest(r)}
+            out["_process_s"] = before + time.monotonic() - t_start
+            if on_problem is not None:
+                on_problem(out)
             bar.update(1, "tune " + p.short())
-        out["_process_s"] = time.monotonic() - t_start
+        out["_process_s"] = before + time.monotonic() - t_start
     return out
 
 
@@ -323,21 +347,28 @@ def candidate_digest(result: Any, fastest: int = 8, screened: int = 3) -> list[l
 
 
 def _referee_arm(problems: list[ConvProblem], keys_for: dict[str, list[str]], spec: str,
-                 budget: float, timeout: float, bar: Any) -> dict[str, dict[str, float]]:
+                 budget: float, timeout: float, bar: Any, done: dict[str, Any] | None = None,
+                 on_problem: ArmCheckpoint | None = None) -> dict[str, dict[str, float]]:
     """One more fresh process times every path chosen above side by side (round-robin, paired
-    rounds), so the ratios do not mix measurements from different processes."""
+    rounds), so the ratios do not mix measurements from different processes (`done`,
+    `on_problem`: as for `_pytorch_arm`)."""
     from .harness import Harness, HarnessConfig
     from .worker import WorkerBackend
 
-    out: dict[str, dict[str, float]] = {}
+    out: dict[str, dict[str, float]] = dict(done or {})
     with WorkerBackend(spec, timeout_s=timeout, env=MEASURE_ONLY_ENV) as be:
         env = be.environment()
         for p in problems:
+            if p.key() in out:
+                bar.update(1, "referee " + p.short() + " (resumed)")
+                continue
             keys = set(keys_for.get(p.key(), []))
             cfg = HarnessConfig(budget_s=budget, keep_keys=tuple(keys), max_finalists=len(keys))
             r = Harness(_Restricted(be, keys), cfg).run(p, env)
             out[p.key()] = {s.candidate.key: s.median_s for s in r.candidates
                             if s.status == "ok" and s.median_s}
+            if on_problem is not None:
+                on_problem(out)
             bar.update(1, "referee " + p.short())
     return out
 
@@ -411,6 +442,8 @@ def _bench(args: argparse.Namespace) -> int:
         partial = (args.out + ".partial") if args.out else None
         torch_runs: list[dict[str, Any]] = []
         tune_runs: list[dict[str, Any]] = []
+        # the arm that was running when the run stopped: its kind, finished problems, wall so far
+        current: dict[str, Any] | None = None
         if args.resume:
             assert partial is not None
             done = load_partial(partial, sig)
@@ -418,13 +451,37 @@ def _bench(args: argparse.Namespace) -> int:
             tune_runs = done["tune_runs"][: args.tune_runs]
             for k in arm_s:
                 arm_s[k] = list(done.get("arm_wall_s", {}).get(k, []))
+            current = done.get("current")
+        resumed_problems = 0
         left_arms = (args.pytorch_runs - len(torch_runs)) + (args.tune_runs - len(tune_runs))
         total = len(problems) * (left_arms + 1)
 
-        def checkpoint() -> None:
+        def checkpoint(arm: dict[str, Any] | None = None) -> None:
             if partial is not None:
                 save_partial(partial, {"signature": sig, "torch_runs": torch_runs,
-                                       "tune_runs": tune_runs, "arm_wall_s": arm_s})
+                                       "tune_runs": tune_runs, "arm_wall_s": arm_s,
+                                       "current": arm})
+
+        def resume_arm(kind: str) -> tuple[dict[str, Any], Callable[[], float], ArmCheckpoint]:
+            """The next `kind` arm's restored results (when the run stopped in it), its wall
+            seconds so far (the stopped run's included), and the callback that saves its
+            progress after each problem."""
+            nonlocal current, resumed_problems
+            prior: dict[str, Any] = {}
+            wall0 = 0.0
+            if current is not None and current.get("kind") == kind:
+                prior = dict(current.get("done") or {})
+                wall0 = float(current.get("wall_s") or 0.0)
+                resumed_problems += sum(1 for k in prior if not k.startswith("_"))
+            current = None
+            ta = time.monotonic()
+
+            def wall() -> float:
+                return wall0 + time.monotonic() - ta
+
+            def save(results: dict[str, Any]) -> None:
+                checkpoint({"kind": kind, "done": results, "wall_s": wall()})
+            return prior, wall, save
 
         t0 = time.monotonic()
         # --json --out (batch jobs): a plain line per step on stderr, so a log shows how far a
@@ -434,15 +491,17 @@ def _bench(args: argparse.Namespace) -> int:
                                                                        else False),
                       lines=log_lines) as bar:
             for i in range(len(torch_runs), args.pytorch_runs):
-                ta = time.monotonic()
+                prior, wall, save = resume_arm("pytorch")
                 torch_runs.append(_pytorch_arm(problems, spec, budget, args.timeout, bar,
-                                               fresh=first if i == 0 else None))
-                arm_s["pytorch"].append(time.monotonic() - ta)
+                                               fresh=first if i == 0 else None, done=prior,
+                                               on_problem=save))
+                arm_s["pytorch"].append(wall())
                 checkpoint()
             for _ in range(len(tune_runs), args.tune_runs):
-                ta = time.monotonic()
-                tune_runs.append(_tune_arm(problems, spec, budget, args.timeout, bar))
-                arm_s["tune"].append(time.monotonic() - ta)
+                prior, wall, save = resume_arm("tune")
+                tune_runs.append(_tune_arm(problems, spec, budget, args.timeout, bar,
+                                           done=prior, on_problem=save))
+                arm_s["tune"].append(wall())
                 checkpoint()
             heur_key = "cpu:mkldnn-on" if cpu else "torch:heuristic"
             keys_for: dict[str, list[str]] = {}
@@ -457,9 +516,10 @@ def _bench(args: argparse.Namespace) -> int:
                     # too, so "vs heuristic" compares within one process
                     ks += [TWIN_PREFIX + w for w in wins if w != heur_key]
                 keys_for[k] = sorted(set(ks))
-            ta = time.monotonic()
-            referee = _referee_arm(problems, keys_for, spec, budget, args.timeout, bar)
-            arm_s["referee"].append(time.monotonic() - ta)
+            prior, wall, save = resume_arm("referee")
+            referee = _referee_arm(problems, keys_for, spec, budget, args.timeout, bar,
+                                   done=prior, on_problem=save)
+            arm_s["referee"].append(wall())
     finally:
         first.shutdown()
     wall = time.monotonic() - t0
@@ -519,6 +579,8 @@ def _bench(args: argparse.Namespace) -> int:
     summary = summarize(rows)
     summary["wall_s"] = wall
     summary["resumed_arms"] = (args.pytorch_runs + args.tune_runs) - left_arms
+    # problems of an arm the run had stopped in, not run again
+    summary["resumed_problems"] = resumed_problems
     summary["tuning_s_total_per_run"] = [r.get("_process_s") for r in tune_runs]
     summary["arm_wall_s"] = arm_s
     payload = {"kind": "bench", "suite": suite.name, "config": args.config,
@@ -562,8 +624,10 @@ def load_partial(path: str, signature: dict[str, Any]) -> dict[str, Any]:
                       if signature.get(k) != theirs.get(k))
         raise UsageError(f"{path} belongs to another run (differs in: {', '.join(diff)}); remove "
                          "it, or run without --resume")
+    cur = state.get("current")
     return {"torch_runs": torch_runs, "tune_runs": tune_runs,
-            "arm_wall_s": state.get("arm_wall_s", {})}
+            "arm_wall_s": state.get("arm_wall_s", {}),
+            "current": cur if isinstance(cur, dict) and isinstance(cur.get("done"), dict) else None}
 
 
 def referee_ratios(ref: dict[str, float], heur_key: str, winners: list[str | None],
