@@ -15,17 +15,18 @@ for K in $SHARDS; do
   base="$OUT/bench_${CONFIG}_${DIR}_${K}of${N}"
   # a shard stopped by a deadline leaves $base.json.partial (its finished arms and the finished
   # problems of the arm it stopped in) in $OUT; carry it back in RESUME_DIR and the next call
-  # continues it (`convdoctor bench --resume`). A newer state already in $OUT (a warm machine)
-  # is kept.
+  # continues it (`convdoctor bench --resume`). A state already in $OUT (a warm machine keeps
+  # /tmp/o/<area> between calls) is the latest one the bench wrote: it wins over the copy.
   part="${RESUME_DIR:-/nonexistent}/$(basename "$base").json.partial"
-  if [ -f "$part" ] && [ ! "$base.json.partial" -nt "$part" ]; then
-    cp "$part" "$base.json.partial" && echo "shard $K/$N: resuming from $part"
-  elif [ -f "$base.json.partial" ]; then
+  if [ -f "$base.json.partial" ]; then
     echo "shard $K/$N: resuming from $base.json.partial"
+  elif [ -f "$part" ]; then
+    cp "$part" "$base.json.partial" && echo "shard $K/$N: resuming from $part"
   fi
+  echo "=== $(date -u +%FT%TZ) shard $K/$N" >> "$base.stderr"
   timeout "$left" python3 -m convdoctor bench cnn-layers --config "$CONFIG" --direction "$DIR" \
     --shard "$K/$N" --budget 0.5 --timeout 30 --json --out "$base.json" --resume "$@" \
-    > /dev/null 2>> "$base.stderr"   # appended: a resumed shard keeps both parts' logs
+    > /dev/null 2>> "$base.stderr"   # appended (a header per run) when OUT is kept
   echo "shard $K/$N rc=$? after $(( $(date +%s) - t0 )) s"
   [ -f "$base.json" ] && python3 -c "
 import json,sys; s=json.load(open('$base.json'))['summary']

@@ -126,4 +126,43 @@ def test_a_bench_stopped_inside_an_arm_resumes_at_the_next_problem(
     assert res["summary"]["resumed_arms"] == 2 and res["summary"]["resumed_problems"] == 1
     assert all(len(r["winners"]) == 2 and all(r["winners"]) for r in res["rows"])
     assert len(res["summary"]["arm_wall_s"]["tune"]) == 2
+    # the stopped process's finished problem counts in the arm's process time and wall
+    assert res["summary"]["tuning_s_total_per_run"][1] >= cur["done"]["_process_s"]
+    assert res["summary"]["arm_wall_s"]["tune"][1] >= cur["wall_s"]
     assert not (tmp_path / "r.json.partial").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop_at, kind", [(2, "pytorch"), (8, "referee")])
+def test_a_bench_stopped_in_a_pytorch_or_referee_arm_resumes_at_the_next_problem(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        stop_at: int, kind: str) -> None:
+    # every arm runs one Harness per problem: 2 problems x (1 PyTorch + 2 tuning + 1 referee arm)
+    # = 8 runs; stop at the PyTorch arm's or the referee's second problem
+    from convdoctor.tune import harness
+
+    suite = tmp_path / "s.json"
+    suite.write_text(json.dumps({"name": "tiny", "problems": [
+        {"group": "g", "name": "a", "problem": "n=1 c=4 h=8 w=8 k=4 r=3 s=3 pad=1"},
+        {"group": "g", "name": "b", "problem": "n=1 c=4 h=6 w=6 k=4 r=1 s=1"}]}))
+    out = tmp_path / "r.json"
+    real = harness.Harness.run
+    calls = {"n": 0}
+
+    def counted(self: Any, *a: Any, **k: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == stop_at and calls.get("die", True):
+            raise KeyboardInterrupt
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(harness.Harness, "run", counted)
+    assert main(["bench", str(suite), *ARGS, "--out", str(out)]) != 0
+    state = json.loads((tmp_path / "r.json.partial").read_text())
+    assert state["current"]["kind"] == kind and len(state["current"]["done"]) == 1
+    calls.update(n=0, die=False)
+    capsys.readouterr()
+    assert main(["bench", str(suite), *ARGS, "--out", str(out), "--resume"]) == 0
+    assert calls["n"] == 8 - (stop_at - 1)    # nothing finished before the stop ran again
+    res = json.loads(out.read_text())
+    assert res["summary"]["resumed_problems"] == 1
+    assert all(r["heuristic_s"] and r["tuned_s"] for r in res["rows"])

@@ -609,6 +609,13 @@ def save_partial(path: str, state: dict[str, Any]) -> None:
 def load_partial(path: str, signature: dict[str, Any]) -> dict[str, Any]:
     """The finished arms of an interrupted run (empty when there is no state file); a file of
     another run, or an unreadable one, is a clear error, never silently used."""
+    import glob
+
+    for tmp in glob.glob(glob.escape(path) + ".tmp*"):  # left by a process killed mid-write
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
     if not os.path.exists(path):
         return {"torch_runs": [], "tune_runs": []}
     try:
