@@ -107,6 +107,9 @@ def test_a_bench_stopped_inside_an_arm_resumes_at_the_next_problem(
     assert cur["kind"] == "tune" and list(k for k in cur["done"] if not k.startswith("_")) == [
         tuned[2]]
     assert cur["wall_s"] > 0 and cur["done"]["_process_s"] > 0
+    # the stopped run's wall so far (its finished arms and the stopped arm's finished problems)
+    assert state["wall_s_before"] >= sum(state["arm_wall_s"]["pytorch"]) + sum(
+        state["arm_wall_s"]["tune"]) + cur["wall_s"] - 1e-6
 
     def pytorch_must_not_run(*a: Any, **k: Any) -> Any:
         raise AssertionError("a finished arm ran again")
@@ -129,6 +132,10 @@ def test_a_bench_stopped_inside_an_arm_resumes_at_the_next_problem(
     # the stopped process's finished problem counts in the arm's process time and wall
     assert res["summary"]["tuning_s_total_per_run"][1] >= cur["done"]["_process_s"]
     assert res["summary"]["arm_wall_s"]["tune"][1] >= cur["wall_s"]
+    # the bench's wall counts the stopped run's too (session 17: resumed shards under-reported)
+    s = res["summary"]
+    assert s["wall_s"] == pytest.approx(state["wall_s_before"] + s["wall_s_this_process"])
+    assert s["wall_s"] >= sum(sum(v) for v in s["arm_wall_s"].values()) - 1e-6
     assert not (tmp_path / "r.json.partial").exists()
 
 

@@ -444,6 +444,10 @@ def _bench(args: argparse.Namespace) -> int:
         tune_runs: list[dict[str, Any]] = []
         # the arm that was running when the run stopped: its kind, finished problems, wall so far
         current: dict[str, Any] | None = None
+        # wall seconds of the stopped runs this one continues (session 17: a merged pass whose
+        # shards were resumed reported 1,252 s of bench wall where its arms had taken 1,794 s)
+        wall_before = 0.0
+        t0 = time.monotonic()
         if args.resume:
             assert partial is not None
             done = load_partial(partial, sig)
@@ -452,6 +456,7 @@ def _bench(args: argparse.Namespace) -> int:
             for k in arm_s:
                 arm_s[k] = list(done.get("arm_wall_s", {}).get(k, []))
             current = done.get("current")
+            wall_before = float(done.get("wall_s_before") or 0.0)
         resumed_problems = 0
         left_arms = (args.pytorch_runs - len(torch_runs)) + (args.tune_runs - len(tune_runs))
         total = len(problems) * (left_arms + 1)
@@ -460,7 +465,8 @@ def _bench(args: argparse.Namespace) -> int:
             if partial is not None:
                 save_partial(partial, {"signature": sig, "torch_runs": torch_runs,
                                        "tune_runs": tune_runs, "arm_wall_s": arm_s,
-                                       "current": arm})
+                                       "current": arm,
+                                       "wall_s_before": wall_before + time.monotonic() - t0})
 
         def resume_arm(kind: str) -> tuple[dict[str, Any], Callable[[], float], ArmCheckpoint]:
             """The next `kind` arm's restored results (when the run stopped in it), its wall
@@ -483,7 +489,6 @@ def _bench(args: argparse.Namespace) -> int:
                 checkpoint({"kind": kind, "done": results, "wall_s": wall()})
             return prior, wall, save
 
-        t0 = time.monotonic()
         # --json --out (batch jobs): a plain line per step on stderr, so a log shows how far a
         # run that was stopped got; --json alone keeps stderr quiet
         log_lines = bool(args.json and args.out)
@@ -577,7 +582,9 @@ def _bench(args: argparse.Namespace) -> int:
         })
 
     summary = summarize(rows)
-    summary["wall_s"] = wall
+    # the whole bench's wall: this process's and that of the stopped runs it resumed
+    summary["wall_s"] = wall_before + wall
+    summary["wall_s_this_process"] = wall
     summary["resumed_arms"] = (args.pytorch_runs + args.tune_runs) - left_arms
     # problems of an arm the run had stopped in, not run again
     summary["resumed_problems"] = resumed_problems
@@ -634,6 +641,8 @@ def load_partial(path: str, signature: dict[str, Any]) -> dict[str, Any]:
     cur = state.get("current")
     return {"torch_runs": torch_runs, "tune_runs": tune_runs,
             "arm_wall_s": state.get("arm_wall_s", {}),
+            "wall_s_before": state.get("wall_s_before") if isinstance(
+                state.get("wall_s_before"), (int, float)) else 0.0,
             "current": cur if isinstance(cur, dict) and isinstance(cur.get("done"), dict) else None}
 
 
