@@ -173,3 +173,20 @@ def test_a_bench_stopped_in_a_pytorch_or_referee_arm_resumes_at_the_next_problem
     res = json.loads(out.read_text())
     assert res["summary"]["resumed_problems"] == 1
     assert all(r["heuristic_s"] and r["tuned_s"] for r in res["rows"])
+
+
+@pytest.mark.parametrize("state, expected", [
+    # written by this version: the saved wall (it covers every earlier process)
+    ({"wall_s_before": 30.0, "arm_wall_s": {"pytorch": [5.0], "tune": [10.0]},
+      "current": {"kind": "tune", "done": {}, "wall_s": 4.0}}, 30.0),
+    # a state file of an older version has no wall_s_before: the arms' walls still count
+    ({"arm_wall_s": {"pytorch": [5.0], "tune": [10.0]},
+      "current": {"kind": "tune", "done": {}, "wall_s": 4.0}}, 19.0),
+    # a damaged value is never trusted below what the arms took
+    ({"wall_s_before": float("nan"), "arm_wall_s": {"tune": [10.0, "x"]}, "current": None}, 10.0),
+    ({"wall_s_before": True, "arm_wall_s": {}}, 0.0),
+    ({"wall_s_before": -5.0}, 0.0),
+])
+def test_a_resumed_bench_counts_the_stopped_runs_wall(state: dict[str, Any],
+                                                      expected: float) -> None:
+    assert cmd_bench.resumed_wall(state) == pytest.approx(expected)

@@ -456,7 +456,7 @@ def _bench(args: argparse.Namespace) -> int:
             for k in arm_s:
                 arm_s[k] = list(done.get("arm_wall_s", {}).get(k, []))
             current = done.get("current")
-            wall_before = float(done.get("wall_s_before") or 0.0)
+            wall_before = resumed_wall(done)
         resumed_problems = 0
         left_arms = (args.pytorch_runs - len(torch_runs)) + (args.tune_runs - len(tune_runs))
         total = len(problems) * (left_arms + 1)
@@ -641,9 +641,24 @@ def load_partial(path: str, signature: dict[str, Any]) -> dict[str, Any]:
     cur = state.get("current")
     return {"torch_runs": torch_runs, "tune_runs": tune_runs,
             "arm_wall_s": state.get("arm_wall_s", {}),
-            "wall_s_before": state.get("wall_s_before") if isinstance(
-                state.get("wall_s_before"), (int, float)) else 0.0,
+            "wall_s_before": state.get("wall_s_before"),
             "current": cur if isinstance(cur, dict) and isinstance(cur.get("done"), dict) else None}
+
+
+def resumed_wall(done: dict[str, Any]) -> float:
+    """The wall seconds of the stopped runs a resumed bench continues: the state's
+    `wall_s_before`, and never less than its finished arms' walls plus the stopped arm's (a state
+    file written before `wall_s_before` existed, or a damaged value, still counts those)."""
+    arms = sum(float(x) for v in (done.get("arm_wall_s") or {}).values()
+               if isinstance(v, list) for x in v if isinstance(x, (int, float)))
+    cur = done.get("current") or {}
+    cur_wall = cur.get("wall_s") if isinstance(cur, dict) else None
+    if isinstance(cur_wall, (int, float)) and math.isfinite(cur_wall):
+        arms += max(0.0, float(cur_wall))
+    saved = done.get("wall_s_before")
+    if isinstance(saved, bool) or not isinstance(saved, (int, float)) or not math.isfinite(saved):
+        saved = 0.0
+    return max(float(saved), arms)
 
 
 def referee_ratios(ref: dict[str, float], heur_key: str, winners: list[str | None],
