@@ -55,6 +55,7 @@ def test_an_interrupted_bench_resumes_without_rerunning_finished_arms(
     row = res["rows"][0]
     assert len(row["winners"]) == 2 and row["heuristic_s"] and row["tuned_s"]
     assert row["tune_listing"] == [{}, {}]  # each run's listing record (the CPU backend has none)
+    assert row["left_out_runs"] == 0  # no listing left an engine out
     # each run's costliest candidates, by host seconds spent on them
     assert len(row["tune_costliest"]) == 2
     assert all(run and all(c[2] > 0 for c in run) for run in row["tune_costliest"])

@@ -53,6 +53,9 @@ def test_summary_counts_problems_tuned_from_the_short_list() -> None:
     rows[1]["short_list_runs"] = 0                      # rows[2]: an older row without the field
     assert summarize(rows)["short_list_problems"] == 1
     assert summarize(rows[1:])["short_list_problems"] == 0
+    assert summarize(rows)["left_out_problems"] == 0
+    rows[1]["left_out_runs"] = 2                        # listed in full, without a hung engine
+    assert summarize(rows)["left_out_problems"] == 1
 
 
 def test_heuristic_path_spread_between_processes() -> None:

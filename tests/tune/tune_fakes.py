@@ -367,3 +367,58 @@ class AddressSensitiveBackend(SimBackend):
         f = self.factors.get(candidate.key, [1.0] * self.count)
         return _OwnSlotRunner(self.world, self.by_key[candidate.key], candidate, f, self.calls,
                               self.count if self.report_placements else 1)
+
+
+# ---------------------------------------------------------------------- hung listing steps
+class HangingStepBackend(CrashBackend):
+    """Its listing reports steps (`listing_step`) as the CUDA backend's does, and one step per
+    unit in `hang_units` never returns unless that unit is in `listing_exclude` (session 18, H100:
+    a cuDNN engine's plan never returned from its quick time while listing 3D fp16 wgrad problems).
+    `kind` is the hung step's kind ("time": the quick-time watchdog applies; "build": only the
+    listing's whole wait). `stubborn`: it hangs even when told to leave the unit out."""
+
+    name = "hanging-step"
+
+    def __init__(self, hang_units: tuple[str, ...] = ("eng69",), kind: str = "time",
+                 stubborn: bool = False) -> None:
+        super().__init__()
+        self.hang_units = hang_units
+        self.kind = kind
+        self.stubborn = stubborn
+        self.listing_exclude: set[str] = set()
+
+    def candidates(self, problem: ConvProblem) -> list[Candidate]:
+        from convdoctor.tune.backend import listing_step
+
+        keys = ["fake:ok-slow"]
+        for unit in ("eng1",) + self.hang_units + ("eng2",):
+            if unit in self.listing_exclude and not self.stubborn:
+                continue
+            listing_step(self.kind, unit, f"{unit}_k1=0")
+            if unit in self.hang_units and problem.direction == "fprop":
+                time.sleep(3600)
+            listing_step("engine", "eng99")  # a step the quick-time watchdog does not watch
+            keys.append("fake:ok-fast" if unit == "eng2" else "fake:ok-slow")
+        return [Candidate(key=k, backend="crash") for k in dict.fromkeys(keys)]
+
+    def lean_candidates(self, problem: ConvProblem) -> list[Candidate]:
+        return [Candidate(key="fake:ok-slow", backend="crash")]
+
+    def listing_info(self) -> dict[str, Any]:
+        return {"excluded": sorted(self.listing_exclude)}
+
+
+def make_hanging_step_backend() -> HangingStepBackend:
+    return HangingStepBackend()
+
+
+def make_two_hanging_steps_backend() -> HangingStepBackend:
+    return HangingStepBackend(("eng69", "eng70"))
+
+
+def make_hanging_build_backend() -> HangingStepBackend:
+    return HangingStepBackend(kind="build")
+
+
+def make_stubborn_hanging_step_backend() -> HangingStepBackend:
+    return HangingStepBackend(stubborn=True)

@@ -499,3 +499,43 @@ def test_refine_checks_its_budget_before_each_plan(monkeypatch) -> None:
     res = refine.refine(PROBLEM, en, t, device=0, handle=1, budget_s=len(listed) + 1.5)
     assert len(timed) == len(listed) + 2 and res.built == 2
     assert refine.BUDGET_NOTE in res.notes
+
+
+def test_backend_listing_reports_its_steps_and_leaves_an_excluded_engine_out(monkeypatch) -> None:
+    # session 18 (H100): a plan of one engine never returned from its quick time while listing
+    # 3D fp16 wgrad problems; the worker names such a step and asks the next listing to leave
+    # the engine out (`listing_exclude`)
+    from convdoctor.tune import backend as tb
+    from convdoctor.tune.gpu import backend as gb
+
+    be = object.__new__(gb.CudaBackend)
+    be.device, be.enumerate_engines, be.max_extra, be.enum_budget_s = 0, True, 8, 1.0
+    be.cudnn_error, be.max_plans, be.refine, be.refine_budget_s = "", 0, True, 4.0
+    be.refine_args = {}
+    be.placements_for = lambda p: types.SimpleNamespace(sets=[{}])  # type: ignore[method-assign]
+    real_enum = cudnn_plan.enumerate_plans
+    monkeypatch.setattr(cudnn_plan, "enumerate_plans", lambda *a, **k: real_enum(
+        PROBLEM, device=0, handle=1, enumerate_engines=bool(k["enumerate_engines"])))
+    monkeypatch.setattr(refine, "event_timer", lambda p, bufs: timer)
+    real = refine.refine
+    monkeypatch.setattr(refine, "refine", lambda *a, **k: real(*a, **{**k, "handle": 1}))
+    heard: list[tuple[str, str, str]] = []
+    old = tb.set_step_sink(lambda k, u, n: heard.append((k, u, n)))
+    try:
+        full = {c.key for c in be.cudnn_candidates(PROBLEM)}
+        assert any(k.startswith("cudnn:eng4_") for k in full)
+        assert ("time", "eng4", "eng4_k2=0_k24=0") in heard
+        assert {k for k, _u, _n in heard} >= {"build", "time", "engine", "knobs"}
+        assert all(u == f"eng{policy.parse_plan_name(n)[0]}" for k, u, n in heard
+                   if k in ("build", "time"))
+        assert "left_out" not in be.listing_info()
+        cudnn_plan.clear_cache()
+        heard.clear()
+        be.listing_exclude = {"eng4"}
+        left = {c.key for c in be.cudnn_candidates(PROBLEM)}
+    finally:
+        tb.set_step_sink(old)
+    assert left and not any(k.startswith("cudnn:eng4_") for k in left)
+    assert not any(u == "eng4" for _k, u, _n in heard)
+    assert be.listing_info()["left_out"] == ["eng4"]
+    assert cudnn_plan.excluded_engine("eng4_k2=0_k24=0") is None  # only for that listing

@@ -8,6 +8,7 @@ lives in `cpu_backend.py`; the CUDA backend in `convdoctor.tune.gpu.backend.Cuda
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -100,7 +101,8 @@ class Runner(Protocol):
 class Backend(Protocol):
     """A tuning backend. Optional extras the harness uses when present: `lean_candidates(problem)`
     (a short list for when the full listing fails) and `listing_info()` (a JSON-safe dict: what
-    the last listing did, kept in `TuneResult.listing`; read through `listing_record`)."""
+    the last listing did, kept in `TuneResult.listing`; read through `listing_record`), and a
+    `listing_exclude` set of units (see `listing_step`) that its next listing must leave out."""
 
     name: str
 
@@ -117,6 +119,37 @@ class Backend(Protocol):
     def clock(self) -> ClockReading | None:
         """The current clock, or None when there is nothing to watch (CPU)."""
         ...
+
+
+# ---------------------------------------------------------------------- listing steps
+# Session 18 (H100, fp16 NHWC wgrad, whole suite): the full listing of 7 of the 8 3D problems
+# outlasted the worker's 60 s wait in both tuning runs, so those problems were tuned from the short
+# list at ~70 s each; session 8 had seen `cudnn:eng69_k24=0_k17=65` never return from its first run
+# on one of them. A listing now says what it does next (`listing_step`); a worker writes each step
+# to a file its parent watches, so the parent can name the step that hung, leave its unit (a cuDNN
+# engine) out and list again (`worker.WorkerBackend`).
+_STEP_SINK: Callable[[str, str, str], None] | None = None
+
+
+def set_step_sink(sink: Callable[[str, str, str], None] | None
+                  ) -> Callable[[str, str, str], None] | None:
+    """Install the function that hears `listing_step`s (None: nobody listens); returns the old one."""
+    global _STEP_SINK
+    old, _STEP_SINK = _STEP_SINK, sink
+    return old
+
+
+def listing_step(kind: str, unit: str, name: str = "") -> None:
+    """Say what a backend's listing does next: `kind` ("build" a plan, "time" a plan, "engine": list
+    an engine's knob settings), `unit` (what to leave out if this step never returns: for cuDNN the
+    engine, "eng69"), `name` (the plan). A no-op unless a worker listens; never raises."""
+    sink = _STEP_SINK
+    if sink is None:
+        return
+    try:
+        sink(kind, unit, name)
+    except Exception:  # noqa: BLE001 - diagnosis only: it must not cost the listing
+        pass
 
 
 def listing_record(backend: Any) -> dict[str, Any]:

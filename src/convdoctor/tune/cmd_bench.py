@@ -573,6 +573,9 @@ def _bench(args: argparse.Namespace) -> int:
             "degraded": any(r[k]["degraded"] for r in tune_runs),
             # tuning runs that had only the backend's short list (their full listing failed)
             "short_list_runs": sum(1 for r in tune_runs if r[k].get("short_list")),
+            # tuning runs whose listing left out a unit (a cuDNN engine) that hung in a listing
+            "left_out_runs": sum(1 for r in tune_runs
+                                 if (r[k].get("listing") or {}).get("left_out_notes")),
             "tune_notes": [r[k].get("notes", []) + r[k].get("failures", []) for r in tune_runs],
             # each run's listing record (CUDA: the refinement's seeds and what it kept), so a
             # row whose runs disagree shows whether they walked from different seeds
@@ -722,6 +725,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "pytorch_benchmark_cost_s_per_problem": statistics.median(bcost) if bcost else None,
         "degraded_problems": sum(1 for r in rows if r["degraded"]),
         "short_list_problems": sum(1 for r in rows if r.get("short_list_runs")),
+        "left_out_problems": sum(1 for r in rows if r.get("left_out_runs")),
     }
 
 
@@ -834,5 +838,8 @@ def _emit(args: argparse.Namespace, payload: dict[str, Any]) -> int:
         lines.append(f"note: {s['short_list_problems']} problems were tuned from the backend's "
                      "short list in at least one run (their full candidate listing failed; see "
                      "the rows' tune_notes)")
+    if s.get("left_out_problems"):
+        lines.append(f"note: {s['left_out_problems']} problems were listed without an engine "
+                     "whose step hung in a listing (see the rows' tune_notes)")
     emit(args, payload, "\n".join(lines))
     return 0

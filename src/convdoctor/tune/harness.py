@@ -589,11 +589,14 @@ class Harness:
                 continue
             seen.add(c.key)
             lives.append(_Live(CandidateStats(candidate=c)))
+        listing = listing_record(self.backend)
+        # units a hung step left out of the listing (`worker.WorkerBackend._listing`): said in the
+        # notes, but the listing was the full one (not a short list)
+        left_out = [str(n) for n in listing.get("left_out_notes") or () if str(n)]
         result = TuneResult(problem=problem, env=dict(env), backend=self.backend.name,
                             winner=None, candidates=[lv.stats for lv in lives],
-                            created=time.time(), notes=listing_notes,
-                            short_list=bool(listing_notes),
-                            listing=listing_record(self.backend))
+                            created=time.time(), notes=listing_notes + left_out,
+                            short_list=bool(listing_notes), listing=listing)
         try:
             best_second: float | None = None
             for lv in lives:

@@ -19,6 +19,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConvdoctorError
@@ -30,6 +32,7 @@ from .backend import (
     Correctness,
     StickyError,
     listing_record,
+    set_step_sink,
 )
 
 
@@ -50,7 +53,10 @@ class _WorkerProcess:
         )
         self._buf = b""
 
-    def request(self, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    def request(self, msg: dict[str, Any], timeout_s: float,
+                watch: Callable[[], str | None] | None = None) -> dict[str, Any]:
+        """Send `msg`, wait up to `timeout_s` for the reply; `watch`, polled about once a second,
+        returns why to give up early (the worker is then killed), or None."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         try:
             self.proc.stdin.write((json.dumps(msg) + "\n").encode())
@@ -67,6 +73,10 @@ class _WorkerProcess:
                                  + self._stderr_tail())
             ready, _, _ = select.select([fd], [], [], min(left, 1.0))
             if not ready:
+                why = watch() if watch is not None else None
+                if why:
+                    self.kill()
+                    raise WorkerDied(why + self._stderr_tail())
                 continue
             chunk = os.read(fd, 1 << 20)
             if not chunk:
@@ -180,6 +190,81 @@ class _ProxyRunner:
 # listing spends up to its enumeration (2 s) and refinement (6 s) budgets plus plan builds (cuDNN
 # runtime-compiled engines take seconds each).
 LIST_TIMEOUT_S = 60.0
+# How long one quick time of a plan inside a listing may take before the worker counts as hung: a
+# quick time is a warm-up call and one to three timed calls (the slowest plan seen, 5.2 s per call,
+# takes ~16 s); session 8 (H100) saw a plan never return from its first run.
+STEP_TIMEOUT_S = 30.0
+# How many hung steps one listing may leave out (each costs a fresh worker and a new listing)
+# before it gives up and the harness falls back to the short list.
+MAX_LIST_EXCLUSIONS = 3
+
+
+@dataclass(frozen=True)
+class ListingStep:
+    """A step of a listing, as the worker wrote it (`..backend.listing_step`)."""
+
+    kind: str
+    unit: str
+    name: str
+
+    def describe(self) -> str:
+        what = {"build": "the build of", "time": "the quick time of",
+                "engine": "the knob listing of", "knobs": "the knob walk from"}.get(
+                    self.kind, f"the {self.kind} step of")
+        return f"{what} {self.name or self.unit}"
+
+
+class _StepWatch:
+    """Follows a listing's step file: the last step, and whether a quick time has stalled."""
+
+    def __init__(self, path: str, step_timeout_s: float) -> None:
+        self.path = path
+        self.step_timeout_s = step_timeout_s
+        self.size = -1
+        self.since = time.monotonic()
+        self.step: ListingStep | None = None
+
+    def _read_last(self) -> ListingStep | None:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                end = f.tell()
+                f.seek(max(0, end - 4096))
+                tail = f.read().decode(errors="replace")
+        except OSError:
+            return self.step
+        lines = [ln for ln in tail.split("\n")[:-1] if ln.count("\t") >= 2]  # complete lines
+        if not lines:
+            return self.step
+        kind, unit, name = lines[-1].split("\t", 2)
+        return ListingStep(kind, unit, name)
+
+    def poll(self) -> str | None:
+        try:
+            size = os.path.getsize(self.path)
+        except OSError:
+            return None
+        now = time.monotonic()
+        if size != self.size:
+            self.size, self.since = size, now
+            self.step = self._read_last()
+            return None
+        st = self.step
+        if st is not None and st.kind == "time" and now - self.since > self.step_timeout_s:
+            return (f"{st.describe()} did not return within {self.step_timeout_s:.0f} s (hung); "
+                    "worker killed")
+        return None
+
+    def last(self) -> ListingStep | None:
+        self.poll()
+        return self.step
+
+
+def problem_kind(problem: ConvProblem) -> str:
+    """What a plan that hung on `problem` is left out of for the rest of the process: problems of
+    the same direction, dtype, math, layout and number of spatial dimensions."""
+    return (f"{problem.direction} {problem.dtype} {problem.math} {problem.layout} "
+            f"{len(problem.spatial)}d")
 
 
 class WorkerBackend:
@@ -197,6 +282,8 @@ class WorkerBackend:
         self._proc: _WorkerProcess | None = None
         self._env: dict[str, str] | None = None
         self.last_listing: dict[str, Any] = {}
+        # problem kind -> unit -> why: what hung in a listing, left out of that kind's listings
+        self.hung: dict[str, dict[str, str]] = {}
         hello = self._start()
         self.name = str(hello.get("name", spec))
         self._env = {str(k): str(v) for k, v in hello.get("environment", {}).items()}
@@ -216,7 +303,8 @@ class WorkerBackend:
         self.generation += 1
         return rep
 
-    def call(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def call(self, msg: dict[str, Any],
+             watch: Callable[[], str | None] | None = None) -> dict[str, Any]:
         if self._proc is None or self._proc.proc.poll() is not None:
             if self._proc is not None:
                 self._proc.close()
@@ -224,7 +312,7 @@ class WorkerBackend:
             self._start()
         assert self._proc is not None
         try:
-            rep = self._proc.request(msg, self.timeout_s)
+            rep = self._proc.request(msg, self.timeout_s, watch)
         except WorkerDied:
             self._proc.kill()
             raise
@@ -239,33 +327,65 @@ class WorkerBackend:
         return dict(self._env or {})
 
     def candidates(self, problem: ConvProblem) -> list[Candidate]:
-        return self._listing({"op": "candidates", "problem": problem.to_dict()})
+        return self._listing(problem, {"op": "candidates", "problem": problem.to_dict()})
 
     def lean_candidates(self, problem: ConvProblem) -> list[Candidate]:
         """The backend's short list (its `lean_candidates`: on CUDA no engine enumeration and no
         knob refinement), for when the full listing died; RuntimeError where it has none. It
         builds no more than the heuristic plans, so it gets one candidate's wait."""
         self.last_listing = {}
-        rep = self.call({"op": "candidates", "problem": problem.to_dict(), "lean": True})
+        known = self.hung.get(problem_kind(problem), {})
+        rep = self.call({"op": "candidates", "problem": problem.to_dict(), "lean": True,
+                         "exclude": sorted(known)})
         self.last_listing = dict(rep.get("listing") or {})
+        if known:
+            self.last_listing["left_out_notes"] = [f"{u} left out: {w}" for u, w in known.items()]
         return [Candidate.from_dict(c) for c in rep["candidates"]]
 
     def listing_info(self) -> dict[str, Any]:
         """The worker backend's record of the last listing (`Backend`'s optional `listing_info`)."""
         return dict(self.last_listing)
 
-    def _listing(self, msg: dict[str, Any]) -> list[Candidate]:
+    def _listing(self, problem: ConvProblem, msg: dict[str, Any]) -> list[Candidate]:
         """The full listing builds and quick-times plans (enumeration and refinement budgets, plan
         builds): it may take longer than one candidate's request, so it waits at least
-        LIST_TIMEOUT_S."""
+        LIST_TIMEOUT_S, and a quick time of one plan STEP_TIMEOUT_S. The worker writes each step
+        to a file (`..backend.listing_step`); when the worker dies or hangs inside a step, that
+        step's unit (a cuDNN engine) is left out of this listing, which runs again in a fresh
+        worker (MAX_LIST_EXCLUSIONS times at most), and out of later listings of problems of the
+        same kind (`problem_kind`) in this process. Without a step to blame, WorkerDied."""
         old = self.timeout_s
         self.timeout_s = max(old, LIST_TIMEOUT_S)
         self.last_listing = {}
+        known = self.hung.setdefault(problem_kind(problem), {})
+        new_here = 0
         try:
-            rep = self.call(msg)
+            while True:
+                fd, path = tempfile.mkstemp(prefix="convdoctor-listing-", suffix=".steps")
+                os.close(fd)
+                watch = _StepWatch(path, STEP_TIMEOUT_S)
+                try:
+                    rep = self.call({**msg, "progress": path, "exclude": sorted(known)},
+                                    watch=watch.poll)
+                    break
+                except WorkerDied as exc:
+                    step = watch.last()
+                    where = f" during {step.describe()}" if step is not None else ""
+                    if step is None or step.unit in known or new_here >= MAX_LIST_EXCLUSIONS:
+                        raise WorkerDied(f"{exc}{where}") from None
+                    known[step.unit] = (f"{step.describe()} never returned while listing "
+                                        f"{problem.key()} ({' '.join(str(exc).split())[:160]})")
+                    new_here += 1
+                finally:
+                    try:
+                        os.unlink(path)
+                    except OSError:
+                        pass
         finally:
             self.timeout_s = old
         self.last_listing = dict(rep.get("listing") or {})
+        if known:
+            self.last_listing["left_out_notes"] = [f"{u} left out: {w}" for u, w in known.items()]
         return [Candidate.from_dict(c) for c in rep["candidates"]]
 
     def prepare(self, problem: ConvProblem, candidate: Candidate) -> _ProxyRunner:
@@ -334,6 +454,36 @@ def backend_peaks(backend: Any) -> dict[str, Any] | None:
     return None
 
 
+class _StepFile:
+    """While a listing runs, write each `listing_step` as a line "kind TAB unit TAB name" to the
+    file its parent watches (`_StepWatch`); nothing when no file is named."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self.fd = -1
+        self.old: Any = None
+
+    def _write(self, kind: str, unit: str, name: str) -> None:
+        clean = [" ".join(str(v).split()).replace("\t", " ") for v in (kind, unit, name)]
+        os.write(self.fd, ("\t".join(clean) + "\n").encode())
+
+    def __enter__(self) -> _StepFile:
+        if self.path:
+            try:
+                self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            except OSError:
+                self.fd = -1
+        if self.fd >= 0:
+            self.old = set_step_sink(self._write)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd >= 0:
+            set_step_sink(self.old)
+            os.close(self.fd)
+            self.fd = -1
+
+
 def _finite(v: float) -> float:
     return v if v == v and v not in (float("inf"), float("-inf")) else 1e300
 
@@ -365,7 +515,10 @@ def serve(spec: str) -> int:
                     lister = getattr(backend, "lean_candidates", None)
                     if lister is None:
                         raise RuntimeError(f"backend {backend.name!r} has no short candidate list")
-                cands = lister(ConvProblem.from_dict(msg["problem"]))
+                if hasattr(backend, "listing_exclude"):
+                    backend.listing_exclude = {str(u) for u in msg.get("exclude") or ()}
+                with _StepFile(msg.get("progress")):
+                    cands = lister(ConvProblem.from_dict(msg["problem"]))
                 reply = {"candidates": [c.to_dict() for c in cands],
                          "listing": listing_record(backend)}
             elif op == "prepare":

@@ -439,6 +439,15 @@ def _summary(obj: Any) -> dict[str, Any]:
         return {"record_error": f"{type(exc).__name__}: {exc}"[:200]}
 
 
+def excluded_engines(units: set[str]) -> dict[int, str]:
+    """cuDNN engine ids of listing-step units ("eng69" -> 69); other units are not engines."""
+    out: dict[int, str] = {}
+    for u in units:
+        if u.startswith("eng") and u[3:].isdigit():
+            out[int(u[3:])] = "a step of an earlier listing with this engine never returned"
+    return out
+
+
 class CudaBackend:
     """Tuning backend for one CUDA device: cuDNN plans via cudnn-frontend + PyTorch's paths."""
 
@@ -491,6 +500,9 @@ class CudaBackend:
         self._placements: Any = None
         self.isolate_heuristic = isolate_heuristic
         self._child: Any = None
+        # units ("eng69") the next listings leave out: set by the worker from its parent's
+        # request after a step of an earlier listing never returned (`..backend.listing_step`)
+        self.listing_exclude: set[str] = set()
 
     def _heuristic_child(self) -> Any:
         """The private worker process that measures torch:heuristic (started on first use)."""
@@ -577,6 +589,17 @@ class CudaBackend:
     def cudnn_candidates(self, problem: ConvProblem, *, lean: bool = False) -> list[Candidate]:
         """cuDNN plans: the heuristic lists, engine/knob enumeration and knob refinement (`lean`:
         the heuristic lists only)."""
+        from .cudnn_plan import excluding
+
+        units = set(getattr(self, "listing_exclude", None) or ())
+        engines = excluded_engines(units)
+        with excluding(engines):
+            out = self._cudnn_candidates(problem, lean=lean)
+        if engines:
+            self.last_listing["left_out"] = sorted(f"eng{e}" for e in engines)
+        return out
+
+    def _cudnn_candidates(self, problem: ConvProblem, *, lean: bool) -> list[Candidate]:
         from ...errors import DependencyMissing
         from .cudnn_plan import enumerate_plans
 

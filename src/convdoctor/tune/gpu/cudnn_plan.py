@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...errors import DependencyMissing
+from ..backend import listing_step
 from . import policy
 
 if TYPE_CHECKING:
@@ -38,6 +39,52 @@ _LOCK = threading.RLock()
 _HANDLES: dict[tuple[int, int], Any] = {}
 # (device, problem key, plan name) -> ConvPlan, filled by enumerate_plans and ConvPlan.build.
 _PLANS: dict[tuple[int, str, str], ConvPlan] = {}
+# engine id -> why: engines a listing leaves out (neither built nor enumerated), set by the CUDA
+# backend from its `listing_exclude` for one listing (`excluding`): an engine whose plan never
+# returned from a build or a quick time in an earlier listing (see `..backend.listing_step`).
+_EXCLUDED: dict[int, str] = {}
+
+
+def engine_unit(engine: int) -> str:
+    """The listing-step unit of a cuDNN engine ("eng69"): what a hang leaves out."""
+    return f"eng{engine}"
+
+
+def plan_unit(name: str) -> str:
+    """The listing-step unit of a plan: its engine ("eng69"), or the name where it has none."""
+    try:
+        return engine_unit(policy.parse_plan_name(name)[0])
+    except ValueError:
+        return name
+
+
+class excluding:  # noqa: N801 - used as a context manager
+    """`with excluding({69: "why"}):` the listing inside leaves those engines out."""
+
+    def __init__(self, engines: dict[int, str]) -> None:
+        self.engines = dict(engines)
+        self.old: dict[int, str] = {}
+
+    def __enter__(self) -> excluding:
+        self.old = dict(_EXCLUDED)
+        _EXCLUDED.clear()
+        _EXCLUDED.update(self.engines)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _EXCLUDED.clear()
+        _EXCLUDED.update(self.old)
+
+
+def excluded_engine(name: str) -> str | None:
+    """Why the plan `name`'s engine is left out of this listing, or None."""
+    if not _EXCLUDED:
+        return None
+    try:
+        eng = policy.parse_plan_name(name)[0]
+    except ValueError:
+        return None
+    return _EXCLUDED.get(eng)
 
 
 def import_cudnn() -> tuple[Any, Any]:
@@ -358,6 +405,10 @@ def _apply_filter(problem: ConvProblem, g: _Graph) -> None:
 def _build_index(problem: ConvProblem, g: _Graph, i: int, dev: int,
                  source: str) -> tuple[PlanInfo, ConvPlan | None]:
     name = str(g.graph.get_plan_name_at_index(i))
+    why = excluded_engine(name)
+    if why is not None:
+        return PlanInfo(name, source, False, 0, f"left out: {why}"), None
+    listing_step("build", plan_unit(name), name)
     try:
         g.graph.build_plan_at_index(i)
     except Exception as exc:  # noqa: BLE001 - cuDNN says why (deselected by notes, unsupported...)
@@ -405,6 +456,9 @@ def _engine_plans(problem: ConvProblem, h: Any, engine: int, dev: int, *, per_kn
                   limit: int = 6, skip: set[str] | None = None,
                   first_combo: list[dict[Any, int]] | None = None):  # type: ignore[no-untyped-def]
     """Yield (PlanInfo, ConvPlan|None) for bounded knob settings of one engine (its own graph)."""
+    if engine in _EXCLUDED:
+        return
+    listing_step("engine", engine_unit(engine))
     try:
         g = _new_graph(problem, h, "enum")
         knobs = g.graph.get_knobs_for_engine(engine)

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..backend import listing_step
 from . import cudnn_plan as cp
 from . import policy
 
@@ -238,6 +239,7 @@ def refine(problem: ConvProblem, en: cp.Enumeration, timer: Callable[[cp.ConvPla
         plan = cp.cached_plan(problem, name, device)
         if plan is None or plan.workspace_bytes > MAX_WORKSPACE:
             continue
+        listing_step("time", cp.plan_unit(name), name)
         try:
             res.quick_us[name] = float(timer(plan))
         except Exception as exc:  # noqa: BLE001 - the harness will report this plan's failure
@@ -256,6 +258,7 @@ def refine(problem: ConvProblem, en: cp.Enumeration, timer: Callable[[cp.ConvPla
         if spent():
             break
         engine, _ = policy.parse_plan_name(seed)
+        listing_step("knobs", cp.engine_unit(engine), seed)  # not a plan's run: no quick-time wait
         try:
             spec, mapping = cp.engine_knobs(problem, h, engine)
         except RuntimeError as exc:
@@ -279,6 +282,7 @@ def refine(problem: ConvProblem, en: cp.Enumeration, timer: Callable[[cp.ConvPla
             for start in range(0, len(combos), chunk):
                 if spent():
                     break
+                listing_step("knobs", cp.engine_unit(engine), cur)
                 g = cp._new_graph(problem, h, SOURCE)
                 for c in combos[start:start + chunk]:
                     res.tried += 1
@@ -303,6 +307,7 @@ def refine(problem: ConvProblem, en: cp.Enumeration, timer: Callable[[cp.ConvPla
                     if plan.workspace_bytes > MAX_WORKSPACE:
                         continue
                     res.built += 1
+                    listing_step("time", cp.plan_unit(name), name)
                     try:
                         tq = float(timer(plan))
                     except Exception:  # noqa: BLE001 - builds but does not run: not a candidate
