@@ -276,3 +276,26 @@ def test_the_step_watch_reads_only_complete_lines(tmp_path: Path) -> None:
     assert w.last() == ListingStep("time", "eng3", "eng3_k1=4")
     w.since -= 31.0
     assert "the quick time of eng3_k1=4 did not return within 30 s" in (w.poll() or "")
+
+
+def test_a_listing_slow_as_a_whole_blames_no_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    # its last step began moments before the wait ran out: no engine is left out for it
+    from convdoctor.tune import worker
+
+    monkeypatch.setattr(worker, "STEP_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(worker, "LIST_TIMEOUT_S", 2.0)
+    with WorkerBackend("tune_fakes:make_slow_steps_backend", timeout_s=1.0) as be:
+        with pytest.raises(worker.WorkerDied, match="no answer within 2 s.*during the quick time"):
+            be.candidates(PROBLEM)
+        assert be.restarts == 0 and not be.hung[worker.problem_kind(PROBLEM)]
+
+
+def test_a_step_that_kills_the_worker_is_left_out_at_once() -> None:
+    with WorkerBackend("tune_fakes:make_crashing_build_backend", timeout_s=3.0) as be:
+        t0 = time.monotonic()
+        keys = [c.key for c in be.candidates(PROBLEM)]
+        assert time.monotonic() - t0 < 15 and be.restarts == 1
+        info = be.listing_info()
+    assert "fake:ok-fast" in keys and info["excluded"] == ["eng69"]
+    assert "the build of eng69_k1=0 killed the worker" in info["left_out_notes"][0]
+    assert "SIGSEGV" in info["left_out_notes"][0]

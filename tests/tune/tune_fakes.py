@@ -380,8 +380,9 @@ class HangingStepBackend(CrashBackend):
     name = "hanging-step"
 
     def __init__(self, hang_units: tuple[str, ...] = ("eng69",), kind: str = "time",
-                 stubborn: bool = False) -> None:
+                 stubborn: bool = False, crash: bool = False) -> None:
         super().__init__()
+        self.crash = crash  # the step kills the worker (SIGSEGV) at once instead of hanging
         self.hang_units = hang_units
         self.kind = kind
         self.stubborn = stubborn
@@ -396,6 +397,8 @@ class HangingStepBackend(CrashBackend):
                 continue
             listing_step(self.kind, unit, f"{unit}_k1=0")
             if unit in self.hang_units and problem.direction == "fprop":
+                if self.crash:
+                    os.kill(os.getpid(), signal.SIGSEGV)
                 time.sleep(3600)
             listing_step("engine", "eng99")  # a step the quick-time watchdog does not watch
             keys.append("fake:ok-fast" if unit == "eng2" else "fake:ok-slow")
@@ -422,3 +425,25 @@ def make_hanging_build_backend() -> HangingStepBackend:
 
 def make_stubborn_hanging_step_backend() -> HangingStepBackend:
     return HangingStepBackend(stubborn=True)
+
+
+def make_crashing_build_backend() -> HangingStepBackend:
+    return HangingStepBackend(kind="build", crash=True)
+
+
+class SlowStepsBackend(HangingStepBackend):
+    """A listing slow as a whole: a new quick step every 0.2 s, none of them stuck."""
+
+    name = "slow-steps"
+
+    def candidates(self, problem: ConvProblem) -> list[Candidate]:
+        from convdoctor.tune.backend import listing_step
+
+        for i in range(100000):
+            listing_step("time", f"eng{i % 50}", f"eng{i % 50}_k1={i}")
+            time.sleep(0.2)
+        return []
+
+
+def make_slow_steps_backend() -> SlowStepsBackend:
+    return SlowStepsBackend()

@@ -40,6 +40,10 @@ class WorkerDied(RuntimeError):
     """The worker crashed or hung while running a request."""
 
 
+class WorkerHung(WorkerDied):
+    """The worker did not answer in time (or its watchdog gave up on it) and was killed."""
+
+
 class _WorkerProcess:
     def __init__(self, spec: str, extra_env: dict[str, str] | None = None) -> None:
         self.stderr_file = tempfile.TemporaryFile(mode="w+b")
@@ -69,14 +73,14 @@ class _WorkerProcess:
             left = deadline - time.monotonic()
             if left <= 0:
                 self.kill()
-                raise WorkerDied(f"no answer within {timeout_s:.0f} s (hung); worker killed"
+                raise WorkerHung(f"no answer within {timeout_s:.0f} s (hung); worker killed"
                                  + self._stderr_tail())
             ready, _, _ = select.select([fd], [], [], min(left, 1.0))
             if not ready:
                 why = watch() if watch is not None else None
                 if why:
                     self.kill()
-                    raise WorkerDied(why + self._stderr_tail())
+                    raise WorkerHung(why + self._stderr_tail())
                 continue
             chunk = os.read(fd, 1 << 20)
             if not chunk:
@@ -259,6 +263,10 @@ class _StepWatch:
         self.poll()
         return self.step
 
+    def age(self) -> float:
+        """Seconds since the last step began (since the watch began, before any step)."""
+        return time.monotonic() - self.since
+
 
 def problem_kind(problem: ConvProblem) -> str:
     """What a plan that hung on `problem` is left out of for the rest of the process: problems of
@@ -353,7 +361,8 @@ class WorkerBackend:
         to a file (`..backend.listing_step`); when the worker dies or hangs inside a step, that
         step's unit (a cuDNN engine) is left out of this listing, which runs again in a fresh
         worker (MAX_LIST_EXCLUSIONS times at most), and out of later listings of problems of the
-        same kind (`problem_kind`) in this process. Without a step to blame, WorkerDied."""
+        same kind (`problem_kind`) in this process. Without a step to blame (none reported, or
+        on a hang the last one began less than STEP_TIMEOUT_S before), WorkerDied."""
         old = self.timeout_s
         self.timeout_s = max(old, LIST_TIMEOUT_S)
         self.last_listing = {}
@@ -371,9 +380,14 @@ class WorkerBackend:
                 except WorkerDied as exc:
                     step = watch.last()
                     where = f" during {step.describe()}" if step is not None else ""
-                    if step is None or step.unit in known or new_here >= MAX_LIST_EXCLUSIONS:
+                    # a crash blames the step in flight; a hang only a step that lasted: a
+                    # listing slow as a whole (its last step began moments before the wait ran
+                    # out) has no step to blame
+                    if (step is None or step.unit in known or new_here >= MAX_LIST_EXCLUSIONS
+                            or (isinstance(exc, WorkerHung) and watch.age() < STEP_TIMEOUT_S)):
                         raise WorkerDied(f"{exc}{where}") from None
-                    known[step.unit] = (f"{step.describe()} never returned while listing "
+                    how = "never returned" if isinstance(exc, WorkerHung) else "killed the worker"
+                    known[step.unit] = (f"{step.describe()} {how} while listing "
                                         f"{problem.key()} ({' '.join(str(exc).split())[:160]})")
                     new_here += 1
                 finally:
