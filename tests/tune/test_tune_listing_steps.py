@@ -83,5 +83,8 @@ def test_a_sink_that_raises_never_costs_the_listing() -> None:
 
 def test_units_name_engines() -> None:
     assert cp.plan_unit("eng69_k24=0_k17=65") == "eng69"
-    assert cp.plan_unit("not-a-plan") == "not-a-plan"
-    assert sorted(excluded_engines({"eng69", "eng7", "torch:heuristic", "engX"})) == [7, 69]
+    assert cp.plan_unit("not-a-plan") == ""  # nothing a listing could leave out
+    assert cp.unit_engine("eng69") == 69 and cp.unit_engine("engX") is None
+    assert excluded_engines({"eng69", "eng7", "torch:heuristic", "engX", ""},
+                            {"eng7": "crashed"}) == {
+        7: "crashed", 69: "a step of an earlier listing with this engine failed"}

@@ -60,7 +60,7 @@ def test_a_hung_listing_falls_back_to_the_short_list(monkeypatch: pytest.MonkeyP
         elapsed = time.monotonic() - t0
         assert be.timeout_s == 1.0  # the listing's longer wait was given back
     assert r.winner is not None and r.winner.key == "fake:ok-fast" and r.short_list
-    assert "could not list candidates: WorkerDied" in r.notes[0] and "hung" in r.notes[0]
+    assert "could not list candidates: WorkerHung" in r.notes[0] and "hung" in r.notes[0]
     assert "short list" in r.notes[1]
     assert 2.0 <= elapsed < 12  # the listing waited LIST_TIMEOUT_S, not the 1 s candidate wait
 
@@ -127,7 +127,7 @@ def test_a_failed_listing_leaves_no_earlier_record() -> None:
         be.candidates(PROBLEM)
         assert be.listing_info()["refinement"]["seeds"]
 
-        def die(msg: object, watch: object = None) -> None:
+        def die(msg: object, watch: object = None, grace: object = None) -> None:
             raise WorkerDied("no answer within 60 s (hung)")
 
         be.call = die  # type: ignore[method-assign]
@@ -248,7 +248,9 @@ def test_a_unit_that_hangs_though_left_out_ends_in_the_short_list(
         r = tune_problem(PROBLEM, backend=be, config=_cfg(), budget_s=1.0)
         assert be.restarts == 2  # one retry without eng69, no third listing
     assert r.short_list and r.winner is not None
-    assert "could not list candidates: WorkerDied" in r.notes[0]
+    assert r.listing == {"excluded": ["eng69"], "lean": True,
+                         "left_out_notes": [r.notes[2]]}  # the short list left it out too
+    assert "could not list candidates: WorkerHung" in r.notes[0]
     assert "during the quick time of eng69_k1=0" in r.notes[0]
     assert any(n.startswith("eng69 left out") for n in r.notes)
 
@@ -282,7 +284,7 @@ def test_a_listing_slow_as_a_whole_blames_no_step(monkeypatch: pytest.MonkeyPatc
     # its last step began moments before the wait ran out: no engine is left out for it
     from convdoctor.tune import worker
 
-    monkeypatch.setattr(worker, "STEP_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(worker, "STEP_TIMEOUT_S", 5.0)
     monkeypatch.setattr(worker, "LIST_TIMEOUT_S", 2.0)
     with WorkerBackend("tune_fakes:make_slow_steps_backend", timeout_s=1.0) as be:
         with pytest.raises(worker.WorkerDied, match="no answer within 2 s.*during the quick time"):
@@ -299,3 +301,18 @@ def test_a_step_that_kills_the_worker_is_left_out_at_once() -> None:
     assert "fake:ok-fast" in keys and info["excluded"] == ["eng69"]
     assert "the build of eng69_k1=0 killed the worker" in info["left_out_notes"][0]
     assert "SIGSEGV" in info["left_out_notes"][0]
+
+
+def test_a_quick_time_that_starts_hanging_late_in_the_listing_is_still_named(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # healthy builds take the first 1.5 s; the quick time that hangs begins after them, so the
+    # listing's 2.5 s wait runs out before the step's 2 s: the wait is extended to name it
+    from convdoctor.tune import worker
+
+    monkeypatch.setattr(worker, "STEP_TIMEOUT_S", 2.0)
+    monkeypatch.setattr(worker, "LIST_TIMEOUT_S", 2.5)
+    with WorkerBackend("tune_fakes:make_late_hanging_step_backend", timeout_s=1.0) as be:
+        keys = [c.key for c in be.candidates(PROBLEM)]
+        info = be.listing_info()
+    assert "fake:ok-fast" in keys and info["excluded"] == ["eng69"]
+    assert "did not return within 2 s" in info["left_out_notes"][0]

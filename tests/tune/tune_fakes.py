@@ -383,6 +383,7 @@ class HangingStepBackend(CrashBackend):
                  stubborn: bool = False, crash: bool = False) -> None:
         super().__init__()
         self.crash = crash  # the step kills the worker (SIGSEGV) at once instead of hanging
+        self.setup_steps = 0
         self.hang_units = hang_units
         self.kind = kind
         self.stubborn = stubborn
@@ -392,6 +393,9 @@ class HangingStepBackend(CrashBackend):
         from convdoctor.tune.backend import listing_step
 
         keys = ["fake:ok-slow"]
+        for i in range(self.setup_steps):  # healthy work before the hang (builds, 0.3 s each)
+            listing_step("build", f"eng{100 + i}", f"eng{100 + i}_k1=0")
+            time.sleep(0.3)
         for unit in ("eng1",) + self.hang_units + ("eng2",):
             if unit in self.listing_exclude and not self.stubborn:
                 continue
@@ -405,10 +409,11 @@ class HangingStepBackend(CrashBackend):
         return [Candidate(key=k, backend="crash") for k in dict.fromkeys(keys)]
 
     def lean_candidates(self, problem: ConvProblem) -> list[Candidate]:
+        self.lean = True
         return [Candidate(key="fake:ok-slow", backend="crash")]
 
     def listing_info(self) -> dict[str, Any]:
-        return {"excluded": sorted(self.listing_exclude)}
+        return {"excluded": sorted(self.listing_exclude), "lean": getattr(self, "lean", False)}
 
 
 def make_hanging_step_backend() -> HangingStepBackend:
@@ -429,6 +434,12 @@ def make_stubborn_hanging_step_backend() -> HangingStepBackend:
 
 def make_crashing_build_backend() -> HangingStepBackend:
     return HangingStepBackend(kind="build", crash=True)
+
+
+def make_late_hanging_step_backend() -> HangingStepBackend:
+    be = HangingStepBackend()
+    be.setup_steps = 5
+    return be
 
 
 class SlowStepsBackend(HangingStepBackend):

@@ -473,6 +473,30 @@ def test_quick_timer_cuts_a_plan_far_slower_than_the_fastest(monkeypatch) -> Non
     assert t(plan) == pytest.approx(5000.0, rel=0.02) and gpu.calls == 3
 
 
+def test_quick_timer_keeps_the_probe_of_a_plan_over_half_a_second_per_call(monkeypatch) -> None:
+    # session 18: the worker's step watchdog gives one quick-time step 30 s; a plan at 0.6 s per
+    # call with no fastest plan yet would have run ~16 calls in one step, now 3 (warm-up, probe,
+    # re-probe), and each part of a quick time reports its own step
+    from convdoctor.tune import backend as tb
+
+    heard: list[tuple[str, str, str]] = []
+    old = tb.set_step_sink(lambda k, u, n: heard.append((k, u, n)))
+    try:
+        gpu = _FakeGpu(host_s=25e-6, kernel_s=0.6)
+        t, plan = _fake_timer(monkeypatch, gpu)
+        plan.name = "eng69_k24=0_k17=65"
+        assert t(plan) == pytest.approx(600_000.0, rel=0.02) and gpu.calls == 3
+        assert heard == [("time", "eng69", "eng69_k24=0_k17=65")]
+        heard.clear()
+        gpu = _FakeGpu(host_s=25e-6, kernel_s=0.4)  # under the cut: timed in full
+        t, plan = _fake_timer(monkeypatch, gpu)
+        plan.name = "eng7"
+        assert t(plan) == pytest.approx(400_000.0, rel=0.02) and gpu.calls > 3
+        assert heard == [("time", "eng7", "eng7")]
+    finally:
+        tb.set_step_sink(old)
+
+
 def test_refine_checks_its_budget_before_each_plan(monkeypatch) -> None:
     # each quick time costs 1 s of a fake clock; with a 2.5 s budget the walk stops after the
     # third timing, not at the end of a chunk of 32 neighbours nor of the listed plans
@@ -524,7 +548,9 @@ def test_backend_listing_reports_its_steps_and_leaves_an_excluded_engine_out(mon
     try:
         full = {c.key for c in be.cudnn_candidates(PROBLEM)}
         assert any(k.startswith("cudnn:eng4_") for k in full)
-        assert ("time", "eng4", "eng4_k2=0_k24=0") in heard
+        assert ("time", "eng4", "eng4_k2=0_k24=0") in heard          # a listed plan
+        assert ("time", "eng4", "eng4_k2=3_k24=0") in heard          # a neighbour of the walk
+        assert heard[-1] == ("setup", "", "listing done")
         assert {k for k, _u, _n in heard} >= {"build", "time", "engine", "knobs"}
         assert all(u == f"eng{policy.parse_plan_name(n)[0]}" for k, u, n in heard
                    if k in ("build", "time"))

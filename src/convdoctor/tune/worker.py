@@ -58,9 +58,11 @@ class _WorkerProcess:
         self._buf = b""
 
     def request(self, msg: dict[str, Any], timeout_s: float,
-                watch: Callable[[], str | None] | None = None) -> dict[str, Any]:
+                watch: Callable[[], str | None] | None = None,
+                grace: Callable[[], float] | None = None) -> dict[str, Any]:
         """Send `msg`, wait up to `timeout_s` for the reply; `watch`, polled about once a second,
-        returns why to give up early (the worker is then killed), or None."""
+        returns why to give up early (the worker is then killed), or None; `grace`, asked once
+        when the wait runs out, returns how many more seconds to wait (0: none)."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         try:
             self.proc.stdin.write((json.dumps(msg) + "\n").encode())
@@ -71,6 +73,11 @@ class _WorkerProcess:
         fd = self.proc.stdout.fileno()
         while b"\n" not in self._buf:
             left = deadline - time.monotonic()
+            if left <= 0 and grace is not None:
+                extra, grace = grace(), None
+                if extra > 0:
+                    deadline += extra
+                    continue
             if left <= 0:
                 self.kill()
                 raise WorkerHung(f"no answer within {timeout_s:.0f} s (hung); worker killed"
@@ -194,10 +201,16 @@ class _ProxyRunner:
 # listing spends up to its enumeration (2 s) and refinement (6 s) budgets plus plan builds (cuDNN
 # runtime-compiled engines take seconds each).
 LIST_TIMEOUT_S = 60.0
-# How long one quick time of a plan inside a listing may take before the worker counts as hung: a
-# quick time is a warm-up call and one to three timed calls (the slowest plan seen, 5.2 s per call,
-# takes ~16 s); session 8 (H100) saw a plan never return from its first run.
+# How long one step of a quick time inside a listing may take before the worker counts as hung. The
+# quick timer (`gpu.refine.event_timer`) reports a step before its probe (a warm-up call and one
+# timed call), before a second probe, and before its batches (about 8 calls of a plan under 0.5 s
+# per call; a slower plan keeps its probe and runs no batches): so a plan running up to ~15 s per
+# call (the slowest seen: 5.2 s) finishes each step in time. Session 8 (H100) saw a plan never
+# return from its first run.
 STEP_TIMEOUT_S = 30.0
+# All retries of one listing together stop after this many seconds (each retry starts a fresh
+# worker and lists again).
+LIST_RETRY_TOTAL_S = 150.0
 # How many hung steps one listing may leave out (each costs a fresh worker and a new listing)
 # before it gives up and the harness falls back to the short list.
 MAX_LIST_EXCLUSIONS = 3
@@ -267,6 +280,15 @@ class _StepWatch:
         """Seconds since the last step began (since the watch began, before any step)."""
         return time.monotonic() - self.since
 
+    def grace(self) -> float:
+        """When the listing's wait runs out inside a quick time that began less than
+        `step_timeout_s` ago: the seconds until it would count as hung (plus one poll), so a
+        quick time that starts hanging late in a listing is still named; else 0."""
+        st = self.last()
+        if st is None or st.kind != "time":
+            return 0.0
+        return max(0.0, self.step_timeout_s - self.age()) + 1.5
+
 
 def problem_kind(problem: ConvProblem) -> str:
     """What a plan that hung on `problem` is left out of for the rest of the process: problems of
@@ -311,8 +333,8 @@ class WorkerBackend:
         self.generation += 1
         return rep
 
-    def call(self, msg: dict[str, Any],
-             watch: Callable[[], str | None] | None = None) -> dict[str, Any]:
+    def call(self, msg: dict[str, Any], watch: Callable[[], str | None] | None = None,
+             grace: Callable[[], float] | None = None) -> dict[str, Any]:
         if self._proc is None or self._proc.proc.poll() is not None:
             if self._proc is not None:
                 self._proc.close()
@@ -320,7 +342,7 @@ class WorkerBackend:
             self._start()
         assert self._proc is not None
         try:
-            rep = self._proc.request(msg, self.timeout_s, watch)
+            rep = self._proc.request(msg, self.timeout_s, watch, grace)
         except WorkerDied:
             self._proc.kill()
             raise
@@ -344,7 +366,7 @@ class WorkerBackend:
         self.last_listing = {}
         known = self.hung.get(problem_kind(problem), {})
         rep = self.call({"op": "candidates", "problem": problem.to_dict(), "lean": True,
-                         "exclude": sorted(known)})
+                         "exclude": sorted(known), "exclude_why": dict(known)})
         self.last_listing = dict(rep.get("listing") or {})
         if known:
             self.last_listing["left_out_notes"] = [f"{u} left out: {w}" for u, w in known.items()]
@@ -361,21 +383,25 @@ class WorkerBackend:
         to a file (`..backend.listing_step`); when the worker dies or hangs inside a step, that
         step's unit (a cuDNN engine) is left out of this listing, which runs again in a fresh
         worker (MAX_LIST_EXCLUSIONS times at most), and out of later listings of problems of the
-        same kind (`problem_kind`) in this process. Without a step to blame (none reported, or
-        on a hang the last one began less than STEP_TIMEOUT_S before), WorkerDied."""
+        same kind (`problem_kind`) in this process. When the wait runs out inside a quick time, it
+        is extended until that step would count as hung (`_StepWatch.grace`). Without a step to
+        blame (none reported, a step without a unit, or on a hang the last step began less than
+        STEP_TIMEOUT_S before), or after LIST_RETRY_TOTAL_S of retries, WorkerDied."""
         old = self.timeout_s
         self.timeout_s = max(old, LIST_TIMEOUT_S)
         self.last_listing = {}
         known = self.hung.setdefault(problem_kind(problem), {})
         new_here = 0
+        t0 = time.monotonic()
         try:
             while True:
                 fd, path = tempfile.mkstemp(prefix="convdoctor-listing-", suffix=".steps")
                 os.close(fd)
                 watch = _StepWatch(path, STEP_TIMEOUT_S)
                 try:
-                    rep = self.call({**msg, "progress": path, "exclude": sorted(known)},
-                                    watch=watch.poll)
+                    rep = self.call({**msg, "progress": path, "exclude": sorted(known),
+                                     "exclude_why": dict(known)},
+                                    watch=watch.poll, grace=watch.grace)
                     break
                 except WorkerDied as exc:
                     step = watch.last()
@@ -383,9 +409,13 @@ class WorkerBackend:
                     # a crash blames the step in flight; a hang only a step that lasted: a
                     # listing slow as a whole (its last step began moments before the wait ran
                     # out) has no step to blame
-                    if (step is None or step.unit in known or new_here >= MAX_LIST_EXCLUSIONS
+                    # a step without a unit (setup work, a plan name that names no engine) cannot
+                    # be left out
+                    if (step is None or not step.unit or step.unit in known
+                            or new_here >= MAX_LIST_EXCLUSIONS
+                            or time.monotonic() - t0 > LIST_RETRY_TOTAL_S
                             or (isinstance(exc, WorkerHung) and watch.age() < STEP_TIMEOUT_S)):
-                        raise WorkerDied(f"{exc}{where}") from None
+                        raise type(exc)(f"{exc}{where}") from None
                     how = "never returned" if isinstance(exc, WorkerHung) else "killed the worker"
                     known[step.unit] = (f"{step.describe()} {how} while listing "
                                         f"{problem.key()} ({' '.join(str(exc).split())[:160]})")
@@ -475,16 +505,17 @@ class _StepFile:
     def __init__(self, path: str | None) -> None:
         self.path = path
         self.fd = -1
-        self.old: Any = None
+        self.old: Callable[[str, str, str], None] | None = None
 
     def _write(self, kind: str, unit: str, name: str) -> None:
-        clean = [" ".join(str(v).split()).replace("\t", " ") for v in (kind, unit, name)]
+        clean = [" ".join(str(v).split()) for v in (kind, unit, name)]  # no tab, no newline
         os.write(self.fd, ("\t".join(clean) + "\n").encode())
 
     def __enter__(self) -> _StepFile:
         if self.path:
             try:
-                self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                # the parent made the file: never make it again after the parent removed it
+                self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
             except OSError:
                 self.fd = -1
         if self.fd >= 0:
@@ -531,6 +562,9 @@ def serve(spec: str) -> int:
                         raise RuntimeError(f"backend {backend.name!r} has no short candidate list")
                 if hasattr(backend, "listing_exclude"):
                     backend.listing_exclude = {str(u) for u in msg.get("exclude") or ()}
+                if hasattr(backend, "listing_exclude_why"):
+                    backend.listing_exclude_why = {str(u): str(w) for u, w in
+                                                   (msg.get("exclude_why") or {}).items()}
                 with _StepFile(msg.get("progress")):
                     cands = lister(ConvProblem.from_dict(msg["problem"]))
                 reply = {"candidates": [c.to_dict() for c in cands],

@@ -439,12 +439,16 @@ def _summary(obj: Any) -> dict[str, Any]:
         return {"record_error": f"{type(exc).__name__}: {exc}"[:200]}
 
 
-def excluded_engines(units: set[str]) -> dict[int, str]:
-    """cuDNN engine ids of listing-step units ("eng69" -> 69); other units are not engines."""
+def excluded_engines(units: set[str], why: dict[str, str] | None = None) -> dict[int, str]:
+    """cuDNN engine id -> why, for the listing-step units that name an engine ("eng69" -> 69);
+    `why`: unit -> reason (from the worker's parent); other units are not engines."""
+    from .cudnn_plan import unit_engine
+
     out: dict[int, str] = {}
     for u in units:
-        if u.startswith("eng") and u[3:].isdigit():
-            out[int(u[3:])] = "a step of an earlier listing with this engine never returned"
+        eng = unit_engine(u)
+        if eng is not None:
+            out[eng] = (why or {}).get(u) or "a step of an earlier listing with this engine failed"
     return out
 
 
@@ -503,6 +507,7 @@ class CudaBackend:
         # units ("eng69") the next listings leave out: set by the worker from its parent's
         # request after a step of an earlier listing never returned (`..backend.listing_step`)
         self.listing_exclude: set[str] = set()
+        self.listing_exclude_why: dict[str, str] = {}
 
     def _heuristic_child(self) -> Any:
         """The private worker process that measures torch:heuristic (started on first use)."""
@@ -589,12 +594,14 @@ class CudaBackend:
     def cudnn_candidates(self, problem: ConvProblem, *, lean: bool = False) -> list[Candidate]:
         """cuDNN plans: the heuristic lists, engine/knob enumeration and knob refinement (`lean`:
         the heuristic lists only)."""
+        from ..backend import listing_step
         from .cudnn_plan import excluding
 
         units = set(getattr(self, "listing_exclude", None) or ())
-        engines = excluded_engines(units)
+        engines = excluded_engines(units, getattr(self, "listing_exclude_why", None))
         with excluding(engines):
             out = self._cudnn_candidates(problem, lean=lean)
+        listing_step("setup", "", "listing done")
         if engines:
             self.last_listing["left_out"] = sorted(f"eng{e}" for e in engines)
         return out
@@ -648,9 +655,11 @@ class CudaBackend:
         self.last_refinement = None
         if not self.refine or self.refine_budget_s <= 0:
             return []
+        from ..backend import listing_step
         from . import refine
 
         try:
+            listing_step("setup", "", "refinement buffers and timer")
             sets = self.placements_for(problem).sets
             timer = refine.event_timer(problem, sets[0])
             res = refine.refine(problem, en, timer, device=self.device,

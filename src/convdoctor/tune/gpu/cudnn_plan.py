@@ -23,8 +23,10 @@ Implementation notes (cudnn-frontend 1.16, read from its source):
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -51,29 +53,32 @@ def engine_unit(engine: int) -> str:
 
 
 def plan_unit(name: str) -> str:
-    """The listing-step unit of a plan: its engine ("eng69"), or the name where it has none."""
+    """The listing-step unit of a plan: its engine ("eng69"), or "" where the name names none
+    (nothing a listing could leave out)."""
     try:
         return engine_unit(policy.parse_plan_name(name)[0])
     except ValueError:
-        return name
+        return ""
 
 
-class excluding:  # noqa: N801 - used as a context manager
-    """`with excluding({69: "why"}):` the listing inside leaves those engines out."""
+def unit_engine(unit: str) -> int | None:
+    """The engine id of a listing-step unit ("eng69" -> 69), or None."""
+    if unit.startswith("eng") and unit[3:].isdigit():
+        return int(unit[3:])
+    return None
 
-    def __init__(self, engines: dict[int, str]) -> None:
-        self.engines = dict(engines)
-        self.old: dict[int, str] = {}
 
-    def __enter__(self) -> excluding:
-        self.old = dict(_EXCLUDED)
+@contextlib.contextmanager
+def excluding(engines: dict[int, str]) -> Iterator[None]:
+    """`with excluding({69: "why"}):` the listing inside leaves those engines out (on top of any
+    an enclosing block leaves out)."""
+    old = dict(_EXCLUDED)
+    _EXCLUDED.update(engines)
+    try:
+        yield
+    finally:
         _EXCLUDED.clear()
-        _EXCLUDED.update(self.engines)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        _EXCLUDED.clear()
-        _EXCLUDED.update(self.old)
+        _EXCLUDED.update(old)
 
 
 def excluded_engine(name: str) -> str | None:
@@ -699,11 +704,13 @@ def enumerate_plans(problem: ConvProblem, *, device: int | None = None, handle: 
     engine_notes: dict[int, set[str]] = {}
     with _device_ctx(torch, dev):
         for mode in policy.HEUR_MODES:
+            listing_step("setup", "", f"heuristic mode {mode}")  # the query blames no engine
             done = {n for n, i in seen.items() if i.built}
             for info, _plan in _mode_plans(problem, h, mode, dev, skip=done,
                                            deadline=t0 + build_budget_s):
                 note(info)
             if probe:
+                listing_step("setup", "", f"behaviour notes of mode {mode}")
                 for name, found in probe_notes(problem, h, mode).items():
                     try:
                         eng, _ = policy.parse_plan_name(name)
@@ -712,6 +719,7 @@ def enumerate_plans(problem: ConvProblem, *, device: int | None = None, handle: 
                     engine_notes.setdefault(eng, set()).update(found)
         t_enum = time.perf_counter()
         if enumerate_engines and max_extra > 0:
+            listing_step("setup", "", "engine count")
             try:
                 g = _new_graph(problem, h, "enum")
                 engine_count = int(g.graph.get_engine_count())

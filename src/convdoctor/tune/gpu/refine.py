@@ -87,6 +87,11 @@ QUICK_CALLS = 3  # calls per quick batch (two batches, the faster one counts)
 # tuned result.
 SLOW_CUT = 2.0
 SLOW_SLACK_US = 50.0
+# A plan whose probe reads over this keeps its probe as its quick time too, whatever the fastest
+# so far: at half a second per call the launch cost the batches hide is nothing, and the batches
+# (~8 more calls) would make one quick time outlast the worker's step watchdog
+# (`worker.STEP_TIMEOUT_S`).
+SLOW_ABS_US = 500_000.0
 
 
 def event_timer(problem: ConvProblem, buffers: dict[str, Any], *,
@@ -135,14 +140,18 @@ def event_timer(problem: ConvProblem, buffers: dict[str, Any], *,
         def call() -> None:
             plan.execute(a, b, out, workspace=ws, check=False)
 
+        name = str(getattr(plan, "name", ""))
+        unit = cp.plan_unit(name)
         try:
-            cut = SLOW_CUT * fastest[0] + SLOW_SLACK_US
+            cut = min(SLOW_CUT * fastest[0] + SLOW_SLACK_US, SLOW_ABS_US)
             probe = timing.best_event_s(call, reps=1) * 1e6  # after one warm-up call
             if probe > cut:
+                listing_step("time", unit, name)  # a new step: the watchdog starts again
                 probe = min(probe, timing.best_event_s(call, reps=1, warmup=False) * 1e6)
             fastest[0] = min(fastest[0], probe)
             if probe > cut:
                 return probe
+            listing_step("time", unit, name)
             if not covered:
                 return timing.best_event_s(batch(call), reps=2, warmup=False) / QUICK_CALLS * 1e6
             lt = timing.LaunchTimer(call, device=device, flush=False, batch=QUICK_CALLS,
@@ -321,6 +330,7 @@ def refine(problem: ConvProblem, en: cp.Enumeration, timer: Callable[[cp.ConvPla
             if best is None or best[1] >= cur_t * 0.99 or time.perf_counter() > deadline:
                 break
             cur, cur_t = best
+    listing_step("setup", "", "refinement done")
     limit = min(res.quick_us.values()) * (1.0 + margin)  # listed and new plans alike
     kept = sorted((n for n in found if res.quick_us[n] <= limit), key=res.quick_us.__getitem__)
     res.plans = [found[n] for n in kept[:keep]]
