@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import types
+from typing import Any
 
 import pytest
 import tune_gpu_fakes as fk
@@ -249,14 +250,22 @@ def test_backend_offers_refined_plans_with_their_origin(monkeypatch: pytest.Monk
                                  "error": "RuntimeError: CUDNN_STATUS_NOT_SUPPORTED"}
 
 
-def test_backend_short_list_has_neither_enumeration_nor_refinement(monkeypatch) -> None:
+def _bare_backend(*, enumerate_engines: bool, max_extra: int) -> Any:
+    """A CudaBackend without a GPU (no __init__): what cudnn_candidates reads, on the fake cudnn."""
     from convdoctor.tune.gpu import backend as gb
 
     be = object.__new__(gb.CudaBackend)
-    be.device, be.enumerate_engines, be.max_extra, be.enum_budget_s = 0, True, 8, 1.0
+    be.device, be.enumerate_engines, be.max_extra, be.enum_budget_s = 0, enumerate_engines, \
+        max_extra, 1.0
     be.cudnn_error, be.max_plans, be.refine, be.refine_budget_s = "", 0, True, 4.0
     be.refine_args = {}
     be.placements_for = lambda p: types.SimpleNamespace(sets=[{}])  # type: ignore[method-assign]
+    return be
+
+
+def test_backend_short_list_has_neither_enumeration_nor_refinement(monkeypatch) -> None:
+
+    be = _bare_backend(enumerate_engines=True, max_extra=8)
     asked: list[bool] = []
     real_enum = cudnn_plan.enumerate_plans
 
@@ -530,13 +539,8 @@ def test_backend_listing_reports_its_steps_and_leaves_an_excluded_engine_out(mon
     # 3D fp16 wgrad problems; the worker names such a step and asks the next listing to leave
     # the engine out (`listing_exclude`)
     from convdoctor.tune import backend as tb
-    from convdoctor.tune.gpu import backend as gb
 
-    be = object.__new__(gb.CudaBackend)
-    be.device, be.enumerate_engines, be.max_extra, be.enum_budget_s = 0, True, 8, 1.0
-    be.cudnn_error, be.max_plans, be.refine, be.refine_budget_s = "", 0, True, 4.0
-    be.refine_args = {}
-    be.placements_for = lambda p: types.SimpleNamespace(sets=[{}])  # type: ignore[method-assign]
+    be = _bare_backend(enumerate_engines=True, max_extra=8)
     real_enum = cudnn_plan.enumerate_plans
     monkeypatch.setattr(cudnn_plan, "enumerate_plans", lambda *a, **k: real_enum(
         PROBLEM, device=0, handle=1, enumerate_engines=bool(k["enumerate_engines"])))
