@@ -12,14 +12,28 @@ command -v python >/dev/null || ln -s "$(command -v python3)" /usr/local/bin/pyt
 # under the device tool's 600 s command limit, which can be shorter when the machine's held time
 # runs out; pass the `limit_s` you expect) so what it wrote so far still comes back as its .tgz.
 # Each area sees AREA_LEFT: the seconds it has before the batch stops it.
+# Set BATCH_LIMIT_S below the call's real limit: when the session's device time is nearly spent the
+# tool's limit_s is budget_left_s less the machine's start, not 600 (session 19 lost a whole call to
+# BATCH_LIMIT_S=585 under a 556 s limit).
 LIMIT=${BATCH_LIMIT_S:-560}
+# snapshot AREA: tar /tmp/o/AREA into $R/AREA.tgz through a temporary file (a kill mid-tar leaves
+# the previous snapshot whole).
+snapshot() {
+  ( cd /tmp/o && tar czf "$R/.$1.tgz.tmp" "$1" 2>/dev/null; mv -f "$R/.$1.tgz.tmp" "$R/$1.tgz" )
+}
 start=$(date +%s)
 for area in "$@"; do
   mkdir -p "/tmp/o/$area"
   t0=$(date +%s)
   left=$(( LIMIT - (t0 - start) - 10 ))
   if [ "$left" -lt 20 ]; then echo "=== $area not started: batch deadline"; continue; fi
+  # While the area runs, a snapshot of its folder replaces $R/<area>.tgz every SNAPSHOT_S seconds
+  # (default 60), so a call killed before the batch's own deadline (the device tool's limit_s was
+  # shorter than BATCH_LIMIT_S) still returns the area's state as of its last snapshot.
+  ( while sleep "${SNAPSHOT_S:-60}"; do snapshot "$area"; done ) &
+  snap=$!
   ( export OUT="/tmp/o/$area" AREA_LEFT="$left"; timeout -k 5 "$left" bash -c "$(cat "$REQ/$area.txt")" > "/tmp/o/$area/_stdout.txt" 2>&1; echo "rc=$? (124: stopped at the batch deadline)" >> "/tmp/o/$area/_stdout.txt" )
+  kill "$snap" 2>/dev/null; wait "$snap" 2>/dev/null
   echo "=== $area ($(( $(date +%s) - t0 )) s)"; tail -12 "/tmp/o/$area/_stdout.txt"
-  ( cd /tmp/o && tar czf "$R/$area.tgz" "$area" )
+  snapshot "$area"
 done
