@@ -222,3 +222,70 @@ def test_rows_slower_than_pytorch_say_what_each_tuning_run_measured() -> None:
     # no digest (older rows, or a run without PyTorch's paths): the winners only
     assert slower_lines([row(0.95, [])]) == ["slower than PyTorch on fprop 32x2048x8x8 k320: "
                                              "0.950x; run 1 cudnn:a; run 2 cudnn:a"]
+
+
+def test_pytorch_paths_outside_the_tolerance_are_counted_and_named(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # session 19: one fp32 TF32 wgrad row had no benchmark=True time (its pick missed our
+    # tolerance); the vs-benchmark figures silently covered 62 of 63 rows
+    timed = _row("p1", 2.0, 1.5, 1.0)
+    timed["pytorch_outside_tolerance"] = {"torch:benchmark": 2.09e-3}
+    missing = _row("p2", 1.0, 1.0, 1.0)
+    missing.update(benchmark_s=None, speedup_vs_benchmark=None)
+    s = summarize([timed, missing, _row("p3", 1.0, 1.0, 1.0)])
+    assert (s["measured"], s["measured_vs_benchmark"]) == (3, 2)
+    assert s["pytorch_outside_tolerance_problems"] == 1
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps(_doc([timed, missing])))
+    assert main(["bench", "--merge", str(a)]) == 0
+    out = capsys.readouterr().out
+    assert "the figures vs benchmark=True cover 1 of 2 rows" in out
+    assert "PyTorch's torch:benchmark misses our tolerance on p1 (error 0.00209)" in out
+
+
+def test_the_pytorch_arm_times_its_paths_outside_the_tolerance() -> None:
+    from tune_fakes import SimBackend, SimCandidate, SimWorld
+
+    from convdoctor.problem import ConvProblem
+    from convdoctor.tune.cmd_bench import _pytorch_arm
+
+    class Fresh(SimBackend):
+        def __enter__(self) -> Fresh:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+    class Bar:
+        def update(self, n: int, text: str) -> None:
+            pass
+
+    w = SimWorld(seed=3, candidates=[
+        SimCandidate("torch:heuristic", 2e-4, pinned=False),
+        SimCandidate("torch:benchmark", 1e-4, wrong=True, wrong_err=2.09e-3, pinned=False)],
+        noise_sigma=0.01, outlier_p=0.0)
+    p = ConvProblem.parse("fprop n=1 c=4 h=8 w=8 k=4 r=3 s=3 pad=1")
+    out = _pytorch_arm([p], "sim", 0.2, 10.0, Bar(), fresh=Fresh(w))[p.key()]
+    assert out["benchmark_s"] == pytest.approx(1e-4, rel=0.1)
+    assert out["heuristic_s"] == pytest.approx(2e-4, rel=0.1)
+    assert out["outside_tolerance"] == {"torch:benchmark": 2.09e-3}
+
+
+def test_the_referee_times_pytorch_paths_outside_the_tolerance(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from convdoctor.problem import ConvProblem
+    from convdoctor.tune.cmd_bench import _referee_arm
+
+    class Bar:
+        def update(self, n: int, text: str) -> None:
+            pass
+
+    pp = os.environ.get("PYTHONPATH", "")       # the worker process imports tune_fakes
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent) + (os.pathsep + pp if pp else ""))
+    p = ConvProblem.parse("fprop n=1 c=4 h=8 w=8 k=4 r=3 s=3 pad=1")
+    keys = {p.key(): ["torch:heuristic", "torch:benchmark", "eng:x"]}
+    out = _referee_arm([p], keys, "tune_fakes:make_outside_tolerance_backend", 0.2, 30.0, Bar())
+    assert set(out[p.key()]) == {"torch:heuristic", "torch:benchmark", "eng:x"}
+    assert out[p.key()]["torch:benchmark"] == pytest.approx(1e-4, rel=0.1)

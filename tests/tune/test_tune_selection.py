@@ -122,6 +122,73 @@ def test_wrong_engine_is_disqualified_even_when_fastest() -> None:
     assert r.winner is not None and r.winner.key == BEST
 
 
+def test_a_path_timed_outside_the_tolerance_is_measured_but_never_chosen() -> None:
+    # session 19: benchmark=True's pick missed the fp32 TF32 tolerance (2.09e-3 > 2e-3) and the
+    # bench had no time for it; the bench's arms now time PyTorch's paths anyway
+    import math
+
+    w = _world(5, "noise")
+    w.noise_sigma, w.outlier_p = 0.02, 0.0
+    w.candidates.append(SimCandidate("torch:heuristic", 0.5e-3, wrong=True, wrong_err=2.1e-3))
+    w.candidates.append(SimCandidate("torch:benchmark", 0.4e-3, wrong=True, wrong_err=math.inf))
+    cfg = HarnessConfig(budget_s=3.0, now=w.now, sleep=w.sleep,
+                        time_outside_tolerance=("torch:heuristic", "torch:benchmark"))
+    r = Harness(SimBackend(w), cfg).run(PROBLEM, {"backend": "sim"})
+    heur = r.stats_for("torch:heuristic")
+    assert heur is not None and heur.status == "ok" and heur.median_s
+    assert heur.median_s == pytest.approx(0.5e-3, rel=0.1)
+    assert heur.correctness is not None and not heur.correctness.ok   # the failure is kept
+    assert r.stats_for("torch:benchmark").status == "disqualified"    # type: ignore[union-attr]
+    assert r.winner is not None and r.winner.key == BEST              # 2x faster, never chosen
+    # without the option the same path is disqualified, as every wrong candidate
+    w2 = _world(5, "noise")
+    w2.candidates.append(SimCandidate("torch:heuristic", 0.5e-3, wrong=True, wrong_err=2.1e-3))
+    r2 = Harness(SimBackend(w2), HarnessConfig(budget_s=3.0, now=w2.now, sleep=w2.sleep)).run(
+        PROBLEM, {"backend": "sim"})
+    assert r2.stats_for("torch:heuristic").status == "disqualified"   # type: ignore[union-attr]
+
+
+def test_a_path_outside_the_tolerance_bounds_no_tie() -> None:
+    # PyTorch's measured paths bound a tie (session 16); one that misses the tolerance is no
+    # alternative a user could take, so it must not take a tie away from a plan
+    for seed in range(5):
+        w = SimWorld(seed=seed, candidates=[
+            SimCandidate("eng:a", 1.0e-3, workspace=1000), SimCandidate("eng:b", 1.003e-3),
+            SimCandidate("torch:heuristic", 0.99e-3, wrong=True, wrong_err=2.1e-3,
+                         pinned=False)], noise_sigma=0.002, outlier_p=0.0)
+        cfg = HarnessConfig(budget_s=3.0, now=w.now, sleep=w.sleep,
+                            time_outside_tolerance=("torch:heuristic",))
+        r = Harness(SimBackend(w), cfg).run(PROBLEM, {"backend": "sim"})
+        assert r.winner is not None and r.winner.key == "eng:b"   # the tie, on its workspace
+
+
+def test_a_path_outside_the_tolerance_leads_no_sampling_or_hopeless_drop() -> None:
+    # the sampling drops candidates that cannot tie with the leader: the leader is one that may
+    # be chosen, so a plan 1% behind the best stays sampled as long as the best
+    for seed in range(5):
+        w = SimWorld(seed=seed, candidates=[
+            SimCandidate("eng:best", 1e-3), SimCandidate("eng:second", 1.01e-3),
+            SimCandidate("torch:heuristic", 0.97e-3, wrong=True, wrong_err=2.1e-3,
+                         pinned=False)], noise_sigma=0.03, outlier_p=0.0)
+        cfg = HarnessConfig(budget_s=3.0, now=w.now, sleep=w.sleep,
+                            time_outside_tolerance=("torch:heuristic",))
+        r = Harness(SimBackend(w), cfg).run(PROBLEM, {"backend": "sim"})
+        n = {s.candidate.key: s.n for s in r.candidates}
+        assert n["eng:second"] == n["eng:best"], (seed, n)
+    # the hopeless drop compares with the fastest second run of a choosable candidate: a 25 ms
+    # plan is 2.5x the 10 ms one, not 25x the 1 ms path outside the tolerance
+    w = SimWorld(seed=1, candidates=[
+        SimCandidate("torch:heuristic", 1e-3, wrong=True, wrong_err=2.1e-3, pinned=False),
+        SimCandidate("eng:mid", 10e-3), SimCandidate("eng:slow", 25e-3)],
+        noise_sigma=0.01, outlier_p=0.0)
+    cfg = HarnessConfig(budget_s=3.0, now=w.now, sleep=w.sleep,
+                        time_outside_tolerance=("torch:heuristic",))
+    r = Harness(SimBackend(w), cfg).run(PROBLEM, {"backend": "sim"})
+    slow = r.stats_for("eng:slow")
+    assert slow is not None and not slow.reason.startswith("hopeless"), slow.reason
+    assert r.winner is not None and r.winner.key == "eng:mid"
+
+
 def test_deterministic_problem_excludes_nondeterministic_candidates() -> None:
     w = _world(6, "noise")
     w.noise_sigma, w.outlier_p = 0.02, 0.0

@@ -32,7 +32,7 @@ from typing import Any
 from ..errors import UsageError
 from ..problem import ConvProblem
 from .backend import Candidate, ClockReading
-from .result import BASELINE_KEYS
+from .result import BASELINE_KEYS, CPU_BASELINE_KEYS
 
 TWIN_PREFIX = "twin:"  # = convdoctor.tune.gpu.policy.TWIN_PREFIX (no torch import here)
 CUDNN_PREFIX = "cudnn:"  # = convdoctor.tune.gpu.policy.CUDNN_PREFIX
@@ -40,6 +40,7 @@ CUDNN_PREFIX = "cudnn:"  # = convdoctor.tune.gpu.policy.CUDNN_PREFIX
 # The PyTorch and referee arms only time paths chosen elsewhere: no knob refinement there (it
 # would run cuDNN plans in those processes before PyTorch's paths are timed, and cost time).
 MEASURE_ONLY_ENV = {"CONVDOCTOR_CUDNN_REFINE": "0"}
+PYTORCH_PATH_KEYS = BASELINE_KEYS + CPU_BASELINE_KEYS   # PyTorch's own paths (GPU, CPU)
 
 # An arm's results so far, after each problem (the bench writes them to FILE.partial, so a run
 # stopped mid-arm resumes from the next problem, not from the arm's start).
@@ -193,13 +194,16 @@ def _pytorch_arm(problems: list[ConvProblem], spec: str, budget: float, timeout:
                 bench_key = "torch:benchmark"
                 keys = {"torch:heuristic", "torch:benchmark"}
             select_s = time.monotonic() - t0
-            cfg = HarnessConfig(budget_s=budget, keep_keys=tuple(keys))
+            # PyTorch's paths are timed even where they miss our tolerance (what users get)
+            cfg = HarnessConfig(budget_s=budget, keep_keys=tuple(keys),
+                                time_outside_tolerance=tuple(keys))
             r = Harness(_Restricted(be, keys), cfg).run(p, env)
             heur = r.stats_for("cpu:mkldnn-on" if cpu else "torch:heuristic")
             bench = r.stats_for(bench_key) if bench_key else None
             out[p.key()] = {
                 "heuristic_s": heur.median_s if heur and heur.status == "ok" else None,
                 "benchmark_s": bench.median_s if bench and bench.status == "ok" else None,
+                "outside_tolerance": outside_tolerance(r),
                 "benchmark_pick": bench_key if cpu else "torch:benchmark",
                 # GPU: benchmark=True searches when the path is built or on its first call
                 # (prepare + first run); CPU: the one-sample screen.
@@ -243,6 +247,21 @@ def _tune_arm(problems: list[ConvProblem], spec: str, budget: float, timeout: fl
                 on_problem(out)
             bar.update(1, "tune " + p.short())
         out["_process_s"] = before + time.monotonic() - t_start
+    return out
+
+
+def outside_tolerance(result: Any) -> dict[str, float]:
+    """{key: norm-wise error} of the candidates timed although their check failed on the
+    tolerance (`HarnessConfig.time_outside_tolerance`)."""
+    return {s.candidate.key: s.correctness.max_rel_err for s in result.candidates
+            if s.status == "ok" and s.correctness is not None and not s.correctness.ok}
+
+
+def _worst_errors(dicts: Any) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for d in dicts:
+        for k, v in d.items():
+            out[k] = max(out.get(k, v), v)
     return out
 
 
@@ -363,7 +382,10 @@ def _referee_arm(problems: list[ConvProblem], keys_for: dict[str, list[str]], sp
                 bar.update(1, "referee " + p.short() + " (resumed)")
                 continue
             keys = set(keys_for.get(p.key(), []))
-            cfg = HarnessConfig(budget_s=budget, keep_keys=tuple(keys), max_finalists=len(keys))
+            # PyTorch's paths are timed even where they miss our tolerance (as in the PyTorch arms)
+            cfg = HarnessConfig(budget_s=budget, keep_keys=tuple(keys), max_finalists=len(keys),
+                                time_outside_tolerance=tuple(k for k in keys
+                                                             if k in PYTORCH_PATH_KEYS))
             r = Harness(_Restricted(be, keys), cfg).run(p, env)
             out[p.key()] = {s.candidate.key: s.median_s for s in r.candidates
                             if s.status == "ok" and s.median_s}
@@ -569,6 +591,9 @@ def _bench(args: argparse.Namespace) -> int:
             "stability": stab, "benchmark_spread": bench_spread,
             "heuristic_process_spread": heur_spread,
             "tuning_s": [r[k]["tuning_s"] for r in tune_runs],
+            # PyTorch's paths timed above although they miss our tolerance: {key: worst error}
+            "pytorch_outside_tolerance": _worst_errors(r[k].get("outside_tolerance") or {}
+                                                       for r in torch_runs),
             "benchmark_cost_s": [r[k]["benchmark_cost_s"] for r in torch_runs],
             "degraded": any(r[k]["degraded"] for r in tune_runs),
             # tuning runs that had only the backend's short list (their full listing failed)
@@ -704,6 +729,8 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "problems": len(rows),
         "measured": len(vs_best),
+        # rows with a benchmark=True time: the base of the two "vs_benchmark" figures
+        "measured_vs_benchmark": len(vs_bench),
         "geomean_speedup_vs_benchmark": _geomean(vs_bench),
         "geomean_speedup_vs_heuristic": _geomean([r["speedup_vs_heuristic"] for r in rows
                                                   if r["speedup_vs_heuristic"]]),
@@ -726,6 +753,8 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "degraded_problems": sum(1 for r in rows if r["degraded"]),
         "short_list_problems": sum(1 for r in rows if r.get("short_list_runs")),
         "left_out_problems": sum(1 for r in rows if r.get("left_out_runs")),
+        "pytorch_outside_tolerance_problems": sum(1 for r in rows
+                                                  if r.get("pytorch_outside_tolerance")),
     }
 
 
@@ -823,6 +852,10 @@ def _emit(args: argparse.Namespace, payload: dict[str, Any]) -> int:
     if s["measured"] < s["problems"]:
         lines.append(f"note: {s['problems'] - s['measured']} of {s['problems']} problems have no "
                      "side-by-side figure (a path failed or was not measured; see --json rows)")
+    nb = s.get("measured_vs_benchmark")
+    if nb is not None and nb < s["measured"]:
+        lines.append(f"note: the figures vs {bl} cover {nb} of {s['measured']} rows (the others "
+                     f"have no {bl} time)")
     for r in rows:
         for i, w in enumerate(r["winners"]):
             why = (r.get("tune_notes") or [[]] * len(r["winners"]))[i]
@@ -838,6 +871,10 @@ def _emit(args: argparse.Namespace, payload: dict[str, Any]) -> int:
         lines.append(f"note: {s['short_list_problems']} problems were tuned from the backend's "
                      "short list in at least one run (their full candidate listing failed; see "
                      "the rows' tune_notes)")
+    for r in rows:
+        for key, err in sorted((r.get("pytorch_outside_tolerance") or {}).items()):
+            lines.append(f"note: PyTorch's {key} misses our tolerance on {r['problem']} (error "
+                         f"{err:.3g}): timed for the comparison, never chosen by the tuner")
     if s.get("left_out_problems"):
         lines.append(f"note: {s['left_out_problems']} problems were listed without an engine "
                      "whose step hung in a listing (see the rows' tune_notes)")
