@@ -269,3 +269,48 @@ def test_ninety_problems_load_in_under_half_a_second(tmp_path: Path) -> None:
     elapsed = time.process_time() - t0
     assert all(v.status == "hit" for v in got.values()) and len(got) == 90
     assert elapsed < 0.5, f"{elapsed:.3f} s"
+
+
+def test_left_out_units_are_remembered_per_device_and_versions(tmp_path: Path) -> None:
+    # session 19 (H100): eng69's quick time hung once per process on 3D fp16 wgrad listings
+    kind = "wgrad float16 tf32 nhwc 3d"
+    with TuningDB(tmp_path / "t.sqlite3") as db:
+        assert db.left_out(ENV) == {}
+        assert db.remember_left_out(ENV, {kind: {"eng69": "the quick time never returned"},
+                                          "fprop float32 tf32 nchw 2d": {}}) == 1
+        assert db.remember_left_out(ENV, {kind: {"eng69": "again"}}) == 0   # kept, not doubled
+    with TuningDB(tmp_path / "t.sqlite3") as db:                            # another process
+        assert db.left_out(ENV) == {kind: {"eng69": "the quick time never returned"}}
+        newer = dict(ENV, cudnn="92000")
+        assert db.left_out(newer) == {}                  # other versions: never used
+        assert db.left_out(dict(ENV, gpu_name="NVIDIA H200")) == {}
+        db.remember_left_out(newer, {kind: {"eng70": "hung"}})
+        recs = db.left_out_records()
+        assert [(r["unit"], r["versions"]["cudnn"]) for r in recs] == [("eng69", "91900"),
+                                                                        ("eng70", "92000")]
+        # pruning the stale rows of this device (seen from the newer versions) takes eng69 too
+        db.put(result(1))
+        assert db.prune(newer, stale=True) == 1
+        assert db.left_out(ENV) == {} and db.left_out(newer) == {kind: {"eng70": "hung"}}
+        assert db.forget_left_out(dry_run=True) == 1 and db.left_out(newer)
+        assert db.forget_left_out() == 1 and db.left_out(newer) == {}
+
+
+def test_db_cli_lists_and_forgets_left_out_units(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from convdoctor.cli import main
+
+    path = tmp_path / "t.sqlite3"
+    with TuningDB(path) as db:
+        db.remember_left_out(ENV, {"wgrad float16 tf32 nhwc 3d": {"eng69": "hung"}})
+    assert main(["db", "--db", str(path), "list", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [x["unit"] for x in doc["left_out"]] == ["eng69"]
+    assert main(["db", "--db", str(path), "list"]) == 0
+    assert "left out of wgrad float16 tf32 nhwc 3d listings on NVIDIA H100" in \
+        capsys.readouterr().out
+    assert main(["db", "--db", str(path), "prune", "--left-out", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["left_out_forgotten"] == 1 and doc["deleted"] == 0
+    with TuningDB(path) as db:
+        assert db.left_out(ENV) == {}

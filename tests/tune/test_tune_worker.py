@@ -211,6 +211,36 @@ def test_a_hung_unit_stays_out_of_later_listings_of_the_same_kind_only(
         assert be.listing_info()["excluded"] == [] and "left_out_notes" not in be.listing_info()
 
 
+def test_a_hung_unit_is_remembered_by_the_database_for_later_processes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # session 19 (H100): eng69's hang cost every fresh tuning process 30-40 s again
+    from convdoctor.db import TuningDB
+    from convdoctor.tune import worker
+    from convdoctor.tune.harness import environment_of
+
+    monkeypatch.setattr(worker, "STEP_TIMEOUT_S", 1.0)
+    other_size = ConvProblem.parse("fprop n=2 c=8 h=16 w=16 k=8 r=3 s=3 pad=1")
+    with TuningDB(tmp_path / "t.sqlite3") as db:
+        with WorkerBackend("tune_fakes:make_hanging_step_backend", timeout_s=3.0) as be:
+            r1 = tune_problem(PROBLEM, backend=be, db=db, config=_cfg(), budget_s=1.0)
+            assert be.restarts == 1
+            env = environment_of(be)
+        assert r1.listing["excluded"] == ["eng69"]
+        assert db.left_out(env) == {"fprop float32 tf32 nchw 2d": {
+            "eng69": r1.notes[0][len("eng69 left out: "):]}}
+        with WorkerBackend("tune_fakes:make_hanging_step_backend", timeout_s=3.0) as be:
+            t0 = time.monotonic()
+            r2 = tune_problem(other_size, backend=be, db=db, config=_cfg(), budget_s=1.0)
+            assert time.monotonic() - t0 < 5 and be.restarts == 0    # no hang this time
+        assert r2.listing["excluded"] == ["eng69"] and r2.winner is not None
+        assert r2.notes[0].endswith("(remembered by the tuning database)")
+        assert db.remember_left_out(env, {}) == 0
+        # without a database nothing is recalled: the next process pays the hang again
+        with WorkerBackend("tune_fakes:make_hanging_step_backend", timeout_s=3.0) as be:
+            tune_problem(other_size, backend=be, db=None, config=_cfg(), budget_s=1.0)
+            assert be.restarts == 1
+
+
 def test_two_hung_units_are_both_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
     from convdoctor.tune import worker
 
@@ -316,3 +346,33 @@ def test_a_quick_time_that_starts_hanging_late_in_the_listing_is_still_named(
         info = be.listing_info()
     assert "fake:ok-fast" in keys and info["excluded"] == ["eng69"]
     assert "did not return within 2 s" in info["left_out_notes"][0]
+
+
+def test_a_database_that_cannot_recall_or_remember_left_out_units_costs_nothing() -> None:
+    import sqlite3
+
+    from tune_fakes import SimBackend, SimCandidate, SimWorld
+
+    from convdoctor.errors import UsageError
+
+    class LockedDB:
+        stored: list = []
+
+        def get(self, problem: object, env: object) -> None:
+            return None
+
+        def left_out(self, env: object) -> dict:
+            raise UsageError("database is locked")
+
+        def remember_left_out(self, env: object, units: object) -> int:
+            raise sqlite3.OperationalError("database is locked")
+
+        def put(self, result: object) -> None:
+            self.stored.append(result)
+
+    be = SimBackend(SimWorld(seed=1, candidates=[SimCandidate("eng:a", 1e-3)]))
+    be.hung = {"fprop float32 tf32 nchw 2d": {"eng69": "hung"}}  # type: ignore[attr-defined]
+    db = LockedDB()
+    r = tune_problem(PROBLEM, backend=be, db=db, config=_cfg(), budget_s=0.5)
+    assert r.winner is not None and r.winner.key == "eng:a" and db.stored == [r]
+    assert any("could not remember the engines left out" in n for n in r.notes)

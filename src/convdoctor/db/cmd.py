@@ -35,6 +35,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                     "versions differ from this machine's (starts the tuning backend)")
     pr.add_argument("--other-devices", action="store_true",
                     help="delete results of other devices (starts the tuning backend)")
+    pr.add_argument("--left-out", action="store_true",
+                    help="forget every engine remembered as hanging a candidate listing, so "
+                    "the next listings try it again")
     pr.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"])
     pr.add_argument("--dry-run", action="store_true", help="only count what would be deleted")
     pr.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
@@ -74,8 +77,10 @@ def run(args: argparse.Namespace) -> int:
         if action == "list":
             env = _env(args.backend) if args.check_stale else None
             recs = db.list(env, problem_contains=args.problem)
+            left = db.left_out_records()
             payload: dict[str, Any] = {"kind": "db-list", "db": str(db.path), "count": len(recs),
-                                       "records": [r.to_dict() for r in recs]}
+                                       "records": [r.to_dict() for r in recs],
+                                       "left_out": left}
             lines = [f"database: {db.path} ({len(recs)} results)"]
             from ..tune.render import fmt_time, table
 
@@ -88,6 +93,12 @@ def run(args: argparse.Namespace) -> int:
             if rows:
                 lines.append(table(rows, ["problem", "device", "winner", "time", "tuned",
                                           "state"]))
+            for x in left:
+                dev = x["device"].get("gpu_name") or x["device"].get("cpu") or "?"
+                lines.append(f"left out of {x['kind']} listings on {dev} since "
+                             f"{_when(x['created'])}: {x['unit']} ({x['why'][:120]})")
+            if left:
+                lines.append("(`convdoctor db prune --left-out` forgets them)")
             emit(args, payload, "\n".join(lines))
             return 0
         if action == "export":
@@ -103,16 +114,24 @@ def run(args: argparse.Namespace) -> int:
                  f"{counts['invalid']} invalid")
             return 1 if counts["invalid"] else 0
         if action == "prune":
-            if not (args.stale or args.other_devices or args.older_than is not None):
-                raise UsageError("say what to prune: --stale, --other-devices and/or "
-                                 "--older-than DAYS")
-            env = _env(args.backend) if (args.stale or args.other_devices) else None
-            n = db.prune(env, stale=args.stale, other_devices=args.other_devices,
-                         older_than_days=args.older_than, dry_run=args.dry_run)
+            if not (args.stale or args.other_devices or args.older_than is not None
+                    or args.left_out):
+                raise UsageError("say what to prune: --stale, --other-devices, --left-out "
+                                 "and/or --older-than DAYS")
+            n = 0
+            if args.stale or args.other_devices or args.older_than is not None:
+                env = _env(args.backend) if (args.stale or args.other_devices) else None
+                n = db.prune(env, stale=args.stale, other_devices=args.other_devices,
+                             older_than_days=args.older_than, dry_run=args.dry_run)
+            lo = db.forget_left_out(dry_run=args.dry_run) if args.left_out else 0
             verb = "would delete" if args.dry_run else "deleted"
+            text = f"{verb} {n} results from {db.path}"
+            if args.left_out:
+                text += f"; {'would forget' if args.dry_run else 'forgot'} {lo} left-out engines"
             emit(args, {"kind": "db-prune", "db": str(db.path), "deleted": 0 if args.dry_run
-                        else n, "matched": n, "dry_run": args.dry_run},
-                 f"{verb} {n} results from {db.path}")
+                        else n, "matched": n, "dry_run": args.dry_run,
+                        "left_out_forgotten": 0 if args.dry_run else lo,
+                        "left_out_matched": lo}, text)
             return 0
         raise UsageError(f"unknown db action {action!r}")
     finally:

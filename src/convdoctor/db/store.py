@@ -47,6 +47,15 @@ CREATE TABLE IF NOT EXISTS results (
     PRIMARY KEY (problem_key, device_key, versions_key)
 );
 CREATE INDEX IF NOT EXISTS results_device ON results (device_key);
+CREATE TABLE IF NOT EXISTS left_out (
+    kind          TEXT NOT NULL,
+    unit          TEXT NOT NULL,
+    device_key    TEXT NOT NULL,
+    versions_key  TEXT NOT NULL,
+    why           TEXT NOT NULL,
+    created       REAL NOT NULL,
+    PRIMARY KEY (kind, unit, device_key, versions_key)
+);
 """
 
 
@@ -372,6 +381,77 @@ class TuningDB:
                                      params).fetchone()[0])
                 if not dry_run:
                     conn.execute(f"DELETE FROM results WHERE {where}", params)
+                    # remembered left-out units go by the same rules (same column names)
+                    conn.execute(f"DELETE FROM left_out WHERE {where}", params)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return n
+
+        return int(self._guard(w))
+
+    # ------------------------------------------------------------------ units left out
+    # A unit (a cuDNN engine) whose step hung or crashed a candidate listing on this device and
+    # these versions (`tune.worker.WorkerBackend.hung`): later processes leave it out of listings
+    # of the same problem kind from the start instead of paying the hang again (session 19, H100:
+    # eng69's quick time hung once per process on 3D fp16 wgrad, 30-40 s each time). Only an
+    # exact device and versions match is used; `prune` removes these rows by the same rules as
+    # results, `forget_left_out` all of them. They are not exported (they describe one machine).
+    def left_out(self, env: dict[str, str]) -> dict[str, dict[str, str]]:
+        """{problem kind: {unit: why}} remembered for this device and versions."""
+        dev, ver = split_env(env)
+        rows = self._guard(lambda c: c.execute(
+            "SELECT kind, unit, why FROM left_out WHERE device_key = ? AND versions_key = ? "
+            "ORDER BY kind, unit", (dev, ver)).fetchall())
+        out: dict[str, dict[str, str]] = {}
+        for kind, unit, why in rows:
+            out.setdefault(str(kind), {})[str(unit)] = str(why)
+        return out
+
+    def left_out_records(self) -> list[dict[str, Any]]:
+        """Every remembered unit, with its device and versions (for `convdoctor db list`)."""
+        rows = self._guard(lambda c: c.execute(
+            "SELECT kind, unit, why, device_key, versions_key, created FROM left_out "
+            "ORDER BY created").fetchall())
+        return [{"kind": k, "unit": u, "why": w, "device": json.loads(d),
+                 "versions": json.loads(v), "created": t} for k, u, w, d, v, t in rows]
+
+    def remember_left_out(self, env: dict[str, str], units: dict[str, dict[str, str]]) -> int:
+        """Store {problem kind: {unit: why}} for this device and versions (one transaction);
+        returns how many were new."""
+        dev, ver = split_env(env)
+        now = time.time()
+        rows = [(str(k), str(u), dev, ver, str(w), now)
+                for k, us in units.items() for u, w in us.items()]
+        if not rows:
+            return 0
+
+        def w(conn: sqlite3.Connection) -> int:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                before = conn.total_changes
+                conn.executemany("INSERT OR IGNORE INTO left_out (kind, unit, device_key, "
+                                 "versions_key, why, created) VALUES (?, ?, ?, ?, ?, ?)", rows)
+                n = conn.total_changes - before
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return n
+
+        return int(self._guard(w))
+
+    def forget_left_out(self, *, dry_run: bool = False) -> int:
+        """Delete every remembered unit (all devices); returns how many."""
+        def w(conn: sqlite3.Connection) -> int:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                n = int(conn.execute("SELECT count(*) FROM left_out").fetchone()[0])
+                if not dry_run:
+                    conn.execute("DELETE FROM left_out")
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:

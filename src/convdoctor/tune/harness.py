@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import sqlite3
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -778,7 +779,15 @@ def tune_problem(problem: ConvProblem, *, backend: str | Backend = "auto", db: A
             if hit is not None:
                 hit.notes.append("loaded from the tuning database")
                 return hit
+        # units (cuDNN engines) that hung a listing of this problem's kind on this device and
+        # these versions in an earlier process are left out from the start, and new ones are
+        # remembered (`TuningDB.left_out`)
+        hung = getattr(be, "hung", None) if db is not None else None
+        if isinstance(hung, dict):
+            _recall_left_out(db, env, hung, note)
         result = Harness(be, cfg, note).run(problem, env)
+        if isinstance(hung, dict) and any(hung.values()):
+            _remember_left_out(db, env, hung, result)
         if (db is not None and result.winner is not None and not result.degraded
                 and not result.short_list):
             db.put(result)
@@ -786,6 +795,36 @@ def tune_problem(problem: ConvProblem, *, backend: str | Backend = "auto", db: A
     finally:
         if owned is not None:
             owned.shutdown()
+
+
+REMEMBERED = " (remembered by the tuning database)"
+
+
+def _recall_left_out(db: Any, env: dict[str, str], hung: dict[str, dict[str, str]],
+                     note: Callable[[str], None]) -> None:
+    from ..errors import UsageError
+
+    try:
+        known = db.left_out(env)
+    except (UsageError, sqlite3.Error) as exc:   # a locked database costs the memory, not the run
+        note(f"could not read the engines left out before: {exc}")
+        return
+    for kind, units in known.items():
+        for unit, why in units.items():
+            hung.setdefault(kind, {}).setdefault(unit, why + REMEMBERED)
+
+
+def _remember_left_out(db: Any, env: dict[str, str], hung: dict[str, dict[str, str]],
+                       result: TuneResult) -> None:
+    from ..errors import UsageError
+
+    fresh = {k: {u: w for u, w in us.items() if not w.endswith(REMEMBERED)}
+             for k, us in hung.items()}
+    try:
+        db.remember_left_out(env, fresh)
+    except (UsageError, sqlite3.Error) as exc:
+        result.notes.append(f"could not remember the engines left out in the tuning database: "
+                            f"{exc}")
 
 
 def environment_of(backend: Backend) -> dict[str, str]:
