@@ -243,6 +243,22 @@ class TuningDB:
             self._open()
             return fn(self.conn)
 
+    def _write(self, body: Any) -> Any:
+        """body(conn) inside one BEGIN IMMEDIATE transaction (rolled back if it raises),
+        through `_guard`."""
+        def w(conn: sqlite3.Connection) -> Any:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                out = body(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return out
+
+        return self._guard(w)
+
     # ------------------------------------------------------------------ reads
     def lookup(self, problem: ConvProblem, env: dict[str, str]) -> Lookup:
         from ..tune.result import TuneResult
@@ -375,22 +391,15 @@ class TuningDB:
         where = " OR ".join(conds)
 
         def w(conn: sqlite3.Connection) -> int:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                n = int(conn.execute(f"SELECT count(*) FROM results WHERE {where}",
-                                     params).fetchone()[0])
-                if not dry_run:
-                    conn.execute(f"DELETE FROM results WHERE {where}", params)
-                    # remembered left-out units go by the same rules (same column names)
-                    conn.execute(f"DELETE FROM left_out WHERE {where}", params)
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+            n = int(conn.execute(f"SELECT count(*) FROM results WHERE {where}",
+                                 params).fetchone()[0])
+            if not dry_run:
+                conn.execute(f"DELETE FROM results WHERE {where}", params)
+                # remembered left-out units go by the same rules (same column names)
+                conn.execute(f"DELETE FROM left_out WHERE {where}", params)
             return n
 
-        return int(self._guard(w))
+        return int(self._write(w))
 
     # ------------------------------------------------------------------ units left out
     # A unit (a cuDNN engine) whose step hung or crashed a candidate listing on this device and
@@ -429,37 +438,22 @@ class TuningDB:
             return 0
 
         def w(conn: sqlite3.Connection) -> int:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                before = conn.total_changes
-                conn.executemany("INSERT OR IGNORE INTO left_out (kind, unit, device_key, "
-                                 "versions_key, why, created) VALUES (?, ?, ?, ?, ?, ?)", rows)
-                n = conn.total_changes - before
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            return n
+            before = conn.total_changes
+            conn.executemany("INSERT OR IGNORE INTO left_out (kind, unit, device_key, "
+                             "versions_key, why, created) VALUES (?, ?, ?, ?, ?, ?)", rows)
+            return conn.total_changes - before
 
-        return int(self._guard(w))
+        return int(self._write(w))
 
     def forget_left_out(self, *, dry_run: bool = False) -> int:
         """Delete every remembered unit (all devices); returns how many."""
         def w(conn: sqlite3.Connection) -> int:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                n = int(conn.execute("SELECT count(*) FROM left_out").fetchone()[0])
-                if not dry_run:
-                    conn.execute("DELETE FROM left_out")
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+            n = int(conn.execute("SELECT count(*) FROM left_out").fetchone()[0])
+            if not dry_run:
+                conn.execute("DELETE FROM left_out")
             return n
 
-        return int(self._guard(w))
+        return int(self._write(w))
 
     # ------------------------------------------------------------------ sharing
     def export(self, path: str | os.PathLike[str]) -> int:
