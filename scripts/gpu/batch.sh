@@ -19,7 +19,23 @@ LIMIT=${BATCH_LIMIT_S:-560}
 # snapshot AREA: tar /tmp/o/AREA into $R/AREA.tgz through a temporary file (a kill mid-tar leaves
 # the previous snapshot whole).
 snapshot() {
-  ( cd /tmp/o && tar czf "$R/.$1.tgz.tmp" "$1" 2>/dev/null; mv -f "$R/.$1.tgz.tmp" "$R/$1.tgz" )
+  local tmp="$R/.$1.tgz.$BASHPID.tmp" rc
+  ( cd /tmp/o && tar czf "$tmp" "$1" 2>/dev/null ); rc=$?
+  # GNU tar exits 1 when a file changed while it was read: the archive is still whole
+  if [ "$rc" -le 1 ]; then mv -f "$tmp" "$R/$1.tgz"; else rm -f "$tmp"; fi
+}
+# snapshot_loop AREA: a snapshot every SNAPSHOT_S seconds until TERM, which it takes only between
+# snapshots (bash runs the trap after the tar in flight), killing its sleep so no process of it
+# outlives it; its output goes to /dev/null so it holds no pipe of the caller's.
+snapshot_loop() {
+  local pid=""
+  trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; exit 0' TERM
+  while :; do
+    sleep "${SNAPSHOT_S:-60}" & pid=$!
+    wait "$pid"
+    pid=""
+    snapshot "$1"
+  done
 }
 start=$(date +%s)
 for area in "$@"; do
@@ -30,10 +46,10 @@ for area in "$@"; do
   # While the area runs, a snapshot of its folder replaces $R/<area>.tgz every SNAPSHOT_S seconds
   # (default 60), so a call killed before the batch's own deadline (the device tool's limit_s was
   # shorter than BATCH_LIMIT_S) still returns the area's state as of its last snapshot.
-  ( while sleep "${SNAPSHOT_S:-60}"; do snapshot "$area"; done ) &
+  snapshot_loop "$area" > /dev/null 2>&1 &
   snap=$!
   ( export OUT="/tmp/o/$area" AREA_LEFT="$left"; timeout -k 5 "$left" bash -c "$(cat "$REQ/$area.txt")" > "/tmp/o/$area/_stdout.txt" 2>&1; echo "rc=$? (124: stopped at the batch deadline)" >> "/tmp/o/$area/_stdout.txt" )
-  kill "$snap" 2>/dev/null; wait "$snap" 2>/dev/null
+  kill "$snap" 2>/dev/null; wait "$snap" 2>/dev/null   # waits for a snapshot in flight
   echo "=== $area ($(( $(date +%s) - t0 )) s)"; tail -12 "/tmp/o/$area/_stdout.txt"
   snapshot "$area"
 done

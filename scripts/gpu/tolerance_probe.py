@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from typing import Any
@@ -43,13 +44,15 @@ def probe(key: str, backend: Any, budget: float) -> dict[str, Any]:
     rows = []
     for s in r.candidates:
         c = s.correctness
+        err = None if c is None or not math.isfinite(c.max_rel_err) else c.max_rel_err
         rows.append({"key": s.candidate.key, "status": s.status,
-                     "err": None if c is None else c.max_rel_err,
-                     "tol": None if c is None else c.tolerance,
+                     "err": err, "tol": None if c is None else c.tolerance,
                      "outside": c is not None and not c.ok,
+                     # sampled: a finalist's median; otherwise its screen's (fewer samples)
+                     "sampled": bool(s.samples),
                      "median_us": round(s.median_s * 1e6, 3) if s.median_s else None,
                      "vs_winner": (round(winner_s / s.median_s, 4)
-                                   if s.median_s and winner_s else None)})
+                                   if s.median_s and winner_s and s.samples else None)})
     rows.sort(key=lambda x: (x["median_us"] is None, x["median_us"] or 0.0))
     outside = [x for x in rows if x["outside"] and x["median_us"]]
     return {"problem": p.key(), "winner": r.winner.key if r.winner else None,
@@ -75,7 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with WorkerBackend(a.backend, timeout_s=a.timeout) as be:
             for k in keys:
-                line = json.dumps(probe(k, be, a.budget))
+                try:
+                    rec = probe(k, be, a.budget)
+                except Exception as exc:  # noqa: BLE001 - one bad problem costs only its line
+                    rec = {"problem": k, "error": f"{type(exc).__name__}: {exc}"}
+                line = json.dumps(rec)
                 print(line, flush=True)
                 if sink is not None:
                     sink.write(line + "\n")

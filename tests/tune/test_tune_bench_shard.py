@@ -276,7 +276,7 @@ def test_the_referee_times_pytorch_paths_outside_the_tolerance(
     import os
 
     from convdoctor.problem import ConvProblem
-    from convdoctor.tune.cmd_bench import _referee_arm
+    from convdoctor.tune.cmd_bench import OUTSIDE_KEY, _referee_arm
 
     class Bar:
         def update(self, n: int, text: str) -> None:
@@ -285,7 +285,16 @@ def test_the_referee_times_pytorch_paths_outside_the_tolerance(
     pp = os.environ.get("PYTHONPATH", "")       # the worker process imports tune_fakes
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent) + (os.pathsep + pp if pp else ""))
     p = ConvProblem.parse("fprop n=1 c=4 h=8 w=8 k=4 r=3 s=3 pad=1")
-    keys = {p.key(): ["torch:heuristic", "torch:benchmark", "eng:x"]}
-    out = _referee_arm([p], keys, "tune_fakes:make_outside_tolerance_backend", 0.2, 30.0, Bar())
+    keys = {p.key(): ["torch:heuristic", "torch:benchmark", "eng:x", "eng:bad", "eng:pick"]}
+    spec = "tune_fakes:make_outside_tolerance_backend"
+    out = _referee_arm([p], keys, spec, 0.2, 30.0, Bar())
+    # PyTorch's own paths are timed; a plan that misses the tolerance is not (it is no path of
+    # PyTorch's: the tuner would have disqualified it)
     assert set(out[p.key()]) == {"torch:heuristic", "torch:benchmark", "eng:x"}
     assert out[p.key()]["torch:benchmark"] == pytest.approx(1e-4, rel=0.1)
+    assert out[OUTSIDE_KEY] == {p.key(): {"torch:benchmark": 2.09e-3}}
+    # benchmark=True's pick on the CPU is a candidate key: the bench names it per problem
+    out = _referee_arm([p], keys, spec, 0.2, 30.0, Bar(),
+                       pytorch_for={p.key(): {"torch:heuristic", "eng:pick"}})
+    assert set(out[p.key()]) == {"torch:heuristic", "eng:x", "eng:pick"}
+    assert out[OUTSIDE_KEY] == {p.key(): {"eng:pick": 2.2e-3}}

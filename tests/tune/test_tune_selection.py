@@ -189,6 +189,20 @@ def test_a_path_outside_the_tolerance_leads_no_sampling_or_hopeless_drop() -> No
     assert r.winner is not None and r.winner.key == "eng:mid"
 
 
+def test_paths_outside_the_tolerance_take_no_finalist_places() -> None:
+    # review (session 19): six faster plans timed outside the tolerance filled the six finalist
+    # places and the only choosable plans were screened out - no winner
+    cands = [SimCandidate(f"eng:near{i}", 0.8e-3, wrong=True, wrong_err=2.1e-3)
+             for i in range(6)] + [SimCandidate("eng:x", 1.0e-3), SimCandidate("eng:y", 1.05e-3)]
+    w = SimWorld(seed=2, candidates=cands, noise_sigma=0.01, outlier_p=0.0)
+    keys = tuple(c.key for c in cands)
+    cfg = HarnessConfig(budget_s=3.0, now=w.now, sleep=w.sleep, time_outside_tolerance=keys)
+    r = Harness(SimBackend(w), cfg).run(PROBLEM, {"backend": "sim"})
+    assert r.winner is not None and r.winner.key == "eng:x"
+    assert r.stats_for("eng:y").status == "ok"                     # type: ignore[union-attr]
+    assert all(r.stats_for(f"eng:near{i}").median_s for i in range(6))  # type: ignore[union-attr]
+
+
 def test_deterministic_problem_excludes_nondeterministic_candidates() -> None:
     w = _world(6, "noise")
     w.noise_sigma, w.outlier_p = 0.02, 0.0

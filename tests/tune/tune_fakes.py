@@ -467,4 +467,6 @@ def make_outside_tolerance_backend() -> SimBackend:
     return SimBackend(SimWorld(seed=3, noise_sigma=0.01, outlier_p=0.0, candidates=[
         SimCandidate("torch:heuristic", 2e-4, pinned=False),
         SimCandidate("torch:benchmark", 1e-4, wrong=True, wrong_err=2.09e-3, pinned=False),
-        SimCandidate("eng:x", 1.5e-4)]))
+        SimCandidate("eng:x", 1.5e-4),
+        SimCandidate("eng:bad", 1.2e-4, wrong=True, wrong_err=2.09e-3),
+        SimCandidate("eng:pick", 1.3e-4, wrong=True, wrong_err=2.2e-3)]))

@@ -41,6 +41,7 @@ CUDNN_PREFIX = "cudnn:"  # = convdoctor.tune.gpu.policy.CUDNN_PREFIX
 # would run cuDNN plans in those processes before PyTorch's paths are timed, and cost time).
 MEASURE_ONLY_ENV = {"CONVDOCTOR_CUDNN_REFINE": "0"}
 PYTORCH_PATH_KEYS = BASELINE_KEYS + CPU_BASELINE_KEYS   # PyTorch's own paths (GPU, CPU)
+OUTSIDE_KEY = "_outside_tolerance"   # the referee's record of paths timed outside the tolerance
 
 # An arm's results so far, after each problem (the bench writes them to FILE.partial, so a run
 # stopped mid-arm resumes from the next problem, not from the arm's start).
@@ -367,10 +368,13 @@ def candidate_digest(result: Any, fastest: int = 8, screened: int = 3) -> list[l
 
 def _referee_arm(problems: list[ConvProblem], keys_for: dict[str, list[str]], spec: str,
                  budget: float, timeout: float, bar: Any, done: dict[str, Any] | None = None,
-                 on_problem: ArmCheckpoint | None = None) -> dict[str, dict[str, float]]:
+                 on_problem: ArmCheckpoint | None = None,
+                 pytorch_for: dict[str, set[str]] | None = None) -> dict[str, dict[str, Any]]:
     """One more fresh process times every path chosen above side by side (round-robin, paired
     rounds), so the ratios do not mix measurements from different processes (`done`,
-    `on_problem`: as for `_pytorch_arm`)."""
+    `on_problem`: as for `_pytorch_arm`). `pytorch_for`: per problem, PyTorch's paths (its default
+    path and benchmark=True's picks), timed even where they miss our tolerance; what missed is
+    kept under the reserved key OUTSIDE_KEY ({problem key: {key: error}})."""
     from .harness import Harness, HarnessConfig
     from .worker import WorkerBackend
 
@@ -383,12 +387,15 @@ def _referee_arm(problems: list[ConvProblem], keys_for: dict[str, list[str]], sp
                 continue
             keys = set(keys_for.get(p.key(), []))
             # PyTorch's paths are timed even where they miss our tolerance (as in the PyTorch arms)
+            relaxed = (pytorch_for or {}).get(p.key(), set(PYTORCH_PATH_KEYS)) & keys
             cfg = HarnessConfig(budget_s=budget, keep_keys=tuple(keys), max_finalists=len(keys),
-                                time_outside_tolerance=tuple(k for k in keys
-                                                             if k in PYTORCH_PATH_KEYS))
+                                time_outside_tolerance=tuple(sorted(relaxed)))
             r = Harness(_Restricted(be, keys), cfg).run(p, env)
             out[p.key()] = {s.candidate.key: s.median_s for s in r.candidates
                             if s.status == "ok" and s.median_s}
+            missed = outside_tolerance(r)
+            if missed:
+                out.setdefault(OUTSIDE_KEY, {})[p.key()] = missed
             if on_problem is not None:
                 on_problem(out)
             bar.update(1, "referee " + p.short())
@@ -532,6 +539,7 @@ def _bench(args: argparse.Namespace) -> int:
                 checkpoint()
             heur_key = "cpu:mkldnn-on" if cpu else "torch:heuristic"
             keys_for: dict[str, list[str]] = {}
+            pytorch_for: dict[str, set[str]] = {}
             for p in problems:
                 k = p.key()
                 ks = [heur_key] + [r[k]["benchmark_pick"] for r in torch_runs if r[k]["benchmark_pick"]]
@@ -543,9 +551,13 @@ def _bench(args: argparse.Namespace) -> int:
                     # too, so "vs heuristic" compares within one process
                     ks += [TWIN_PREFIX + w for w in wins if w != heur_key]
                 keys_for[k] = sorted(set(ks))
+                # PyTorch's paths here: its default path and benchmark=True's picks (on the CPU
+                # the pick is a candidate key such as cpu:mkldnn-off+nhwc)
+                pytorch_for[k] = {heur_key} | {r[k]["benchmark_pick"] for r in torch_runs
+                                               if r[k]["benchmark_pick"]}
             prior, wall, save = resume_arm("referee")
             referee = _referee_arm(problems, keys_for, spec, budget, args.timeout, bar,
-                                   done=prior, on_problem=save)
+                                   done=prior, on_problem=save, pytorch_for=pytorch_for)
             arm_s["referee"].append(wall())
     finally:
         first.shutdown()
@@ -592,8 +604,9 @@ def _bench(args: argparse.Namespace) -> int:
             "heuristic_process_spread": heur_spread,
             "tuning_s": [r[k]["tuning_s"] for r in tune_runs],
             # PyTorch's paths timed above although they miss our tolerance: {key: worst error}
-            "pytorch_outside_tolerance": _worst_errors(r[k].get("outside_tolerance") or {}
-                                                       for r in torch_runs),
+            "pytorch_outside_tolerance": _worst_errors(
+                [r[k].get("outside_tolerance") or {} for r in torch_runs]
+                + [(referee.get(OUTSIDE_KEY) or {}).get(k) or {}]),
             "benchmark_cost_s": [r[k]["benchmark_cost_s"] for r in torch_runs],
             "degraded": any(r[k]["degraded"] for r in tune_runs),
             # tuning runs that had only the backend's short list (their full listing failed)
@@ -874,7 +887,8 @@ def _emit(args: argparse.Namespace, payload: dict[str, Any]) -> int:
     for r in rows:
         for key, err in sorted((r.get("pytorch_outside_tolerance") or {}).items()):
             lines.append(f"note: PyTorch's {key} misses our tolerance on {r['problem']} (error "
-                         f"{err:.3g}): timed for the comparison, never chosen by the tuner")
+                         f"{err:.3g}): timed for the comparison; the tuner takes no path that "
+                         "fails its check")
     if s.get("left_out_problems"):
         lines.append(f"note: {s['left_out_problems']} problems were listed without an engine "
                      "whose step hung in a listing (see the rows' tune_notes)")

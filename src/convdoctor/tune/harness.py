@@ -412,7 +412,8 @@ class Harness:
             # noise during a candidate's screen must not drop it.
             contender = (best_ratio <= 1.0 + self.cfg.screen_margin
                          and n_contenders < self.cfg.max_finalists)
-            if contender:
+            # one timed outside the tolerance takes no finalist's place from a choosable one
+            if contender and _passed(lv):
                 n_contenders += 1
             self._trace({"phase": "screen-verdict", "key": lv.stats.candidate.key,
                          "score": round(score, 4), "best_round": round(best_ratio, 4),
