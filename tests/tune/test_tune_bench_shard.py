@@ -298,3 +298,34 @@ def test_the_referee_times_pytorch_paths_outside_the_tolerance(
                        pytorch_for={p.key(): {"torch:heuristic", "eng:pick"}})
     assert set(out[p.key()]) == {"torch:heuristic", "eng:x", "eng:pick"}
     assert out[OUTSIDE_KEY] == {p.key(): {"eng:pick": 2.2e-3}}
+
+
+@pytest.mark.slow
+def test_a_bench_row_names_pytorch_paths_timed_outside_the_tolerance(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # end to end on the sim backend in real worker processes: both PyTorch arms and the referee
+    # time benchmark=True's pick that misses the tolerance; the tuner never takes it
+    import argparse
+    import os
+
+    from convdoctor.tune import cmd_bench
+
+    pp = os.environ.get("PYTHONPATH", "")
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent) + (os.pathsep + pp if pp else ""))
+    suite = tmp_path / "s.json"
+    suite.write_text(json.dumps({"name": "tiny", "problems": [
+        {"group": "g", "name": "a", "problem": "n=1 c=4 h=8 w=8 k=4 r=3 s=3 pad=1"}]}))
+    ap = argparse.ArgumentParser()
+    cmd_bench.add_arguments(ap)
+    args = ap.parse_args([str(suite), "--budget", "0.1", "--pytorch-runs", "2", "--tune-runs",
+                          "1"])
+    args.backend, args.json = "tune_fakes:make_outside_tolerance_backend", True
+    assert cmd_bench.run(args) == 0
+    doc = json.loads(capsys.readouterr().out)
+    row = doc["rows"][0]
+    assert row["pytorch_outside_tolerance"] == {"torch:benchmark": 2.09e-3}
+    assert len(row["arm_benchmark_s"]) == 2 and row["benchmark_s"]     # timed in every process
+    assert row["winners"] == ["eng:x"]                                 # never the tuner's pick
+    assert row["speedup_vs_benchmark"] is not None
+    assert doc["summary"]["pytorch_outside_tolerance_problems"] == 1
+    assert doc["summary"]["measured_vs_benchmark"] == 1
