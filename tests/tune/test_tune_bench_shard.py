@@ -219,6 +219,14 @@ def test_rows_slower_than_pytorch_say_what_each_tuning_run_measured() -> None:
                      "run 1 cudnn:a 29.95 us vs torch:heuristic 28.89 us (measured "
                      "torch:heuristic 3.7% faster); run 2 cudnn:a 97.00 us vs torch:benchmark "
                      "97.79 us (measured the winner faster)"]
+    # a heuristic-path winner whose path ran another kernel in other processes says so
+    heur = row(0.92, [[["torch:benchmark", "ok", 112.1, ""], ["torch:heuristic", "ok", 113.41, ""]]])
+    heur.update(winners=["torch:heuristic"], heuristic_process_spread=0.0707)
+    assert slower_lines([heur])[0].endswith("measured torch:benchmark 1.2% faster); PyTorch's "
+                                            "heuristic path was timed 7.1% apart across "
+                                            "processes (its cuDNN engine is picked per process)")
+    heur.update(heuristic_process_spread=0.02)
+    assert "apart across processes" not in slower_lines([heur])[0]
     # no digest (older rows, or a run without PyTorch's paths): the winners only
     assert slower_lines([row(0.95, [])]) == ["slower than PyTorch on fprop 32x2048x8x8 k320: "
                                              "0.950x; run 1 cudnn:a; run 2 cudnn:a"]

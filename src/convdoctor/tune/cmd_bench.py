@@ -328,7 +328,14 @@ def slower_lines(rows: list[dict[str, Any]], limit: float = 0.02) -> list[str]:
             seen = ("measured the winner faster" if gap <= 0 else
                     f"measured {t_key} {gap:.1%} faster")
             runs.append(f"run {i + 1} {w} {med[w]:.2f} us vs {t_key} {t_us:.2f} us ({seen})")
-        out.append(f"slower than PyTorch on {r['problem']}: {vb:.3f}x; " + "; ".join(runs))
+        line = f"slower than PyTorch on {r['problem']}: {vb:.3f}x; " + "; ".join(runs)
+        # session 19 (H100, fp32 wgrad Mixed_5b.branch3x3dbl_3, 0.920x): both runs chose the
+        # heuristic path at 113 us in their child processes; it ran 121 us in every other one
+        hs = r.get("heuristic_process_spread")
+        if "torch:heuristic" in winners and hs is not None and hs > 0.05:
+            line += (f"; PyTorch's heuristic path was timed {hs:.1%} apart across processes (its "
+                     "cuDNN engine is picked per process)")
+        out.append(line)
     return out
 
 
