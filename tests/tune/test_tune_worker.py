@@ -10,11 +10,25 @@ import pytest
 
 from convdoctor.errors import ConvdoctorError
 from convdoctor.problem import ConvProblem
+from convdoctor.tune import worker
 from convdoctor.tune.harness import HarnessConfig, tune_problem
 from convdoctor.tune.worker import WorkerBackend
 
 HERE = Path(__file__).resolve().parent
 PROBLEM = ConvProblem.parse("fprop n=1 c=8 h=8 w=8 k=8 r=3 s=3 pad=1")
+
+
+def _cfg() -> HarnessConfig:
+    return HarnessConfig(min_samples=5, min_rounds=3, budget_s=1.0, warmup_max_steps=2)
+
+
+def _waits(mp: pytest.MonkeyPatch, *, step: float | None = None,
+           listing: float | None = None) -> None:
+    """Shorter worker waits for a test: a listing step's watchdog, the whole listing's wait."""
+    if step is not None:
+        mp.setattr(worker, "STEP_TIMEOUT_S", step)
+    if listing is not None:
+        mp.setattr(worker, "LIST_TIMEOUT_S", listing)
 
 
 @pytest.fixture(autouse=True)
@@ -24,7 +38,7 @@ def _fakes_importable(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_crash_hang_and_error_cost_only_their_candidate() -> None:
-    cfg = HarnessConfig(min_samples=5, min_rounds=3, budget_s=1.0, warmup_max_steps=2)
+    cfg = _cfg()
     t0 = time.monotonic()
     with WorkerBackend("tune_fakes:make_crash_backend", timeout_s=3.0) as be:
         r = tune_problem(PROBLEM, backend=be, config=cfg, budget_s=1.0)
@@ -50,10 +64,8 @@ def test_worker_that_cannot_start_is_a_clear_error() -> None:
 def test_a_hung_listing_falls_back_to_the_short_list(monkeypatch: pytest.MonkeyPatch) -> None:
     # session 14 (H100): 5 depthwise layers' full listings outlasted the worker's wait in both
     # tuning runs and those layers got no result; now the harness retries the short list
-    from convdoctor.tune import worker
-
-    monkeypatch.setattr(worker, "LIST_TIMEOUT_S", 2.0)
-    cfg = HarnessConfig(min_samples=5, min_rounds=3, budget_s=1.0, warmup_max_steps=2)
+    _waits(monkeypatch, listing=2.0)
+    cfg = _cfg()
     with WorkerBackend("tune_fakes:make_hanging_list_backend", timeout_s=1.0) as be:
         t0 = time.monotonic()
         r = tune_problem(PROBLEM, backend=be, config=cfg, budget_s=1.0)
@@ -67,10 +79,9 @@ def test_a_hung_listing_falls_back_to_the_short_list(monkeypatch: pytest.MonkeyP
 
 def test_a_short_list_result_is_not_stored(tmp_path: Path, monkeypatch) -> None:
     from convdoctor.db import TuningDB
-    from convdoctor.tune import worker
 
-    monkeypatch.setattr(worker, "LIST_TIMEOUT_S", 1.0)
-    cfg = HarnessConfig(min_samples=5, min_rounds=3, budget_s=1.0, warmup_max_steps=2)
+    _waits(monkeypatch, listing=1.0)
+    cfg = _cfg()
     db = TuningDB(tmp_path / "t.sqlite")
     try:
         with WorkerBackend("tune_fakes:make_hanging_list_backend", timeout_s=1.0) as be:
@@ -96,7 +107,7 @@ def test_a_backend_without_a_short_list_reports_the_listing_failure() -> None:
 def test_the_listing_record_crosses_the_worker_into_the_result() -> None:
     # session 15 (H100): two tuning runs of one layer kept different plans because their knob
     # walks started from different seeds, which nothing recorded; the record now travels
-    cfg = HarnessConfig(min_samples=5, min_rounds=3, budget_s=1.0, warmup_max_steps=2)
+    cfg = _cfg()
     with WorkerBackend("tune_fakes:make_recording_list_backend", timeout_s=3.0) as be:
         r = tune_problem(PROBLEM, backend=be, config=cfg, budget_s=1.0)
     assert r.winner is not None and r.winner.key == "fake:ok-fast"
@@ -112,7 +123,7 @@ def test_the_listing_record_crosses_the_worker_into_the_result() -> None:
 @pytest.mark.parametrize("factory", ["make_raising_record_backend",
                                      "make_unserializable_record_backend"])
 def test_a_failing_listing_record_never_costs_the_listing(factory: str) -> None:
-    cfg = HarnessConfig(min_samples=5, min_rounds=3, budget_s=1.0, warmup_max_steps=2)
+    cfg = _cfg()
     with WorkerBackend(f"tune_fakes:{factory}", timeout_s=3.0) as be:
         r = tune_problem(PROBLEM, backend=be, config=cfg, budget_s=1.0)
     assert r.winner is not None and r.winner.key == "fake:ok-fast"
@@ -144,7 +155,7 @@ def test_an_in_process_backends_bad_record_never_costs_the_stored_result(tmp_pat
 
     from convdoctor.db import TuningDB
 
-    cfg = HarnessConfig(min_samples=5, min_rounds=3, budget_s=1.0, warmup_max_steps=2)
+    cfg = _cfg()
     db = TuningDB(tmp_path / "t.sqlite")
     try:
         r = tune_problem(PROBLEM, backend=RecordingListBackend("unserializable"), db=db,
@@ -156,28 +167,19 @@ def test_an_in_process_backends_bad_record_never_costs_the_stored_result(tmp_pat
 
 
 def test_the_short_list_brings_its_own_record(monkeypatch) -> None:
-    from convdoctor.tune import worker
-
-    monkeypatch.setattr(worker, "LIST_TIMEOUT_S", 1.0)
-    cfg = HarnessConfig(min_samples=5, min_rounds=3, budget_s=1.0, warmup_max_steps=2)
+    _waits(monkeypatch, listing=1.0)
+    cfg = _cfg()
     with WorkerBackend("tune_fakes:make_hanging_list_backend", timeout_s=1.0) as be:
         r = tune_problem(PROBLEM, backend=be, config=cfg, budget_s=1.0)
     assert r.short_list and r.listing == {"lean": True}
 
 
 # ---------------------------------------------------------------------- hung listing steps
-def _cfg() -> HarnessConfig:
-    return HarnessConfig(min_samples=5, min_rounds=3, budget_s=1.0, warmup_max_steps=2)
-
-
 def test_a_quick_time_that_never_returns_is_left_out_and_the_listing_runs_again(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # session 18 (H100): the full listings of 7 of 8 3D fp16 wgrad problems outlasted the 60 s
     # wait and fell to the short list; the step that hung is now named, left out, listed again
-    from convdoctor.tune import worker
-
-    monkeypatch.setattr(worker, "STEP_TIMEOUT_S", 1.0)
-    monkeypatch.setattr(worker, "LIST_TIMEOUT_S", 60.0)
+    _waits(monkeypatch, step=1.0, listing=60.0)
     with WorkerBackend("tune_fakes:make_hanging_step_backend", timeout_s=3.0) as be:
         t0 = time.monotonic()
         r = tune_problem(PROBLEM, backend=be, config=_cfg(), budget_s=1.0)
@@ -194,9 +196,7 @@ def test_a_quick_time_that_never_returns_is_left_out_and_the_listing_runs_again(
 
 def test_a_hung_unit_stays_out_of_later_listings_of_the_same_kind_only(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from convdoctor.tune import worker
-
-    monkeypatch.setattr(worker, "STEP_TIMEOUT_S", 1.0)
+    _waits(monkeypatch, step=1.0)
     other_size = ConvProblem.parse("fprop n=2 c=8 h=16 w=16 k=8 r=3 s=3 pad=1")
     other_kind = ConvProblem.parse("dgrad n=1 c=8 h=8 w=8 k=8 r=3 s=3 pad=1")
     with WorkerBackend("tune_fakes:make_hanging_step_backend", timeout_s=3.0) as be:
@@ -215,10 +215,9 @@ def test_a_hung_unit_is_remembered_by_the_database_for_later_processes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # session 19 (H100): eng69's hang cost every fresh tuning process 30-40 s again
     from convdoctor.db import TuningDB
-    from convdoctor.tune import worker
     from convdoctor.tune.harness import environment_of
 
-    monkeypatch.setattr(worker, "STEP_TIMEOUT_S", 1.0)
+    _waits(monkeypatch, step=1.0)
     other_size = ConvProblem.parse("fprop n=2 c=8 h=16 w=16 k=8 r=3 s=3 pad=1")
     with TuningDB(tmp_path / "t.sqlite3") as db:
         with WorkerBackend("tune_fakes:make_hanging_step_backend", timeout_s=3.0) as be:
@@ -242,9 +241,7 @@ def test_a_hung_unit_is_remembered_by_the_database_for_later_processes(
 
 
 def test_two_hung_units_are_both_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
-    from convdoctor.tune import worker
-
-    monkeypatch.setattr(worker, "STEP_TIMEOUT_S", 1.0)
+    _waits(monkeypatch, step=1.0)
     with WorkerBackend("tune_fakes:make_two_hanging_steps_backend", timeout_s=3.0) as be:
         keys = [c.key for c in be.candidates(PROBLEM)]
         assert be.restarts == 2 and be.listing_info()["excluded"] == ["eng69", "eng70"]
@@ -254,10 +251,7 @@ def test_two_hung_units_are_both_left_out(monkeypatch: pytest.MonkeyPatch) -> No
 def test_a_hung_build_waits_the_whole_listing_wait_then_is_left_out(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # a build may take long (runtime-compiled engines): only the listing's wait applies to it
-    from convdoctor.tune import worker
-
-    monkeypatch.setattr(worker, "STEP_TIMEOUT_S", 0.5)
-    monkeypatch.setattr(worker, "LIST_TIMEOUT_S", 3.0)
+    _waits(monkeypatch, step=0.5, listing=3.0)
     with WorkerBackend("tune_fakes:make_hanging_build_backend", timeout_s=1.0) as be:
         t0 = time.monotonic()
         be.candidates(PROBLEM)
@@ -271,9 +265,7 @@ def test_a_hung_build_waits_the_whole_listing_wait_then_is_left_out(
 
 def test_a_unit_that_hangs_though_left_out_ends_in_the_short_list(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from convdoctor.tune import worker
-
-    monkeypatch.setattr(worker, "STEP_TIMEOUT_S", 1.0)
+    _waits(monkeypatch, step=1.0)
     with WorkerBackend("tune_fakes:make_stubborn_hanging_step_backend", timeout_s=3.0) as be:
         r = tune_problem(PROBLEM, backend=be, config=_cfg(), budget_s=1.0)
         assert be.restarts == 2  # one retry without eng69, no third listing
@@ -286,9 +278,7 @@ def test_a_unit_that_hangs_though_left_out_ends_in_the_short_list(
 
 
 def test_a_listing_gives_up_after_max_exclusions(monkeypatch: pytest.MonkeyPatch) -> None:
-    from convdoctor.tune import worker
-
-    monkeypatch.setattr(worker, "STEP_TIMEOUT_S", 1.0)
+    _waits(monkeypatch, step=1.0)
     monkeypatch.setattr(worker, "MAX_LIST_EXCLUSIONS", 1)
     with WorkerBackend("tune_fakes:make_two_hanging_steps_backend", timeout_s=3.0) as be:
         with pytest.raises(worker.WorkerDied, match="during the quick time of eng70_k1=0"):
@@ -312,10 +302,7 @@ def test_the_step_watch_reads_only_complete_lines(tmp_path: Path) -> None:
 
 def test_a_listing_slow_as_a_whole_blames_no_step(monkeypatch: pytest.MonkeyPatch) -> None:
     # its last step began moments before the wait ran out: no engine is left out for it
-    from convdoctor.tune import worker
-
-    monkeypatch.setattr(worker, "STEP_TIMEOUT_S", 5.0)
-    monkeypatch.setattr(worker, "LIST_TIMEOUT_S", 2.0)
+    _waits(monkeypatch, step=5.0, listing=2.0)
     with WorkerBackend("tune_fakes:make_slow_steps_backend", timeout_s=1.0) as be:
         with pytest.raises(worker.WorkerDied, match="no answer within 2 s.*during the quick time"):
             be.candidates(PROBLEM)
@@ -337,10 +324,7 @@ def test_a_quick_time_that_starts_hanging_late_in_the_listing_is_still_named(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # healthy builds take the first 1.5 s; the quick time that hangs begins after them, so the
     # listing's 2.5 s wait runs out before the step's 2 s: the wait is extended to name it
-    from convdoctor.tune import worker
-
-    monkeypatch.setattr(worker, "STEP_TIMEOUT_S", 2.0)
-    monkeypatch.setattr(worker, "LIST_TIMEOUT_S", 2.5)
+    _waits(monkeypatch, step=2.0, listing=2.5)
     with WorkerBackend("tune_fakes:make_late_hanging_step_backend", timeout_s=1.0) as be:
         keys = [c.key for c in be.candidates(PROBLEM)]
         info = be.listing_info()
