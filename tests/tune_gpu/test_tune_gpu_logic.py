@@ -80,7 +80,7 @@ def test_knob_combinations_limit_and_first_is_all_minimum() -> None:
 def test_tolerance_table_per_dtype_and_math() -> None:
     base = "n=1 c=4 h=8 w=8 k=4 r=3 s=3 pad=1"
     assert policy.tolerance(P(f"fprop {base} dtype=float32 math=strict")) == pytest.approx(1e-5)
-    assert policy.tolerance(P(f"fprop {base} dtype=float32 math=tf32")) == pytest.approx(2e-3)
+    assert policy.tolerance(P(f"fprop {base} dtype=float32 math=tf32")) == pytest.approx(5e-3)
     assert policy.tolerance(P(f"fprop {base} dtype=float16")) == pytest.approx(5e-3)
     assert policy.tolerance(P(f"fprop {base} dtype=bfloat16")) == pytest.approx(2e-2)
 
