@@ -128,6 +128,39 @@ def test_inference_graph_and_eager_fallbacks_gpu() -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("train", [True, False])
+def test_layout_is_decided_under_graphs_too_gpu(train: bool) -> None:
+    """With graphs possible, each layout is also timed as a replay and judged by its faster mode;
+    the model keeps the eager model's outputs and gradients in whatever layout won."""
+    torch.manual_seed(0)
+    ref = Net().cuda()
+    if not train:
+        ref.eval()
+    m = copy.deepcopy(ref)
+    x = torch.randn(8, 3, 32, 32, device="cuda")
+    convdoctor.optimize(m, x, train=train, db=False, tune_missing=False, graphs="auto",
+                        channels_last="auto", steps=6)
+    rep = report_of(m)
+    assert rep is not None
+    assert {"as_given", "channels_last", "as_given_graphed",
+            "channels_last_graphed"} <= set(rep.layout_ms), rep.channels_last_reason
+    ms = rep.layout_ms
+    best_a = min(ms["as_given"], ms["as_given_graphed"])
+    best_c = min(ms["channels_last"], ms["channels_last_graphed"])
+    assert rep.channels_last == (best_c < best_a * (1 - rep.margins["layout"]))
+    assert "graphed" in rep.channels_last_reason
+    if train:
+        torch.testing.assert_close(m(x), ref(x), rtol=1e-3, atol=1e-3)
+        m(x).sum().backward()
+        ref(x).sum().backward()
+        for p, q in zip(ref.parameters(), m.parameters(), strict=True):
+            torch.testing.assert_close(q.grad, p.grad, rtol=1e-3, atol=1e-3)
+    else:
+        with torch.no_grad():
+            torch.testing.assert_close(m(x), ref(x), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.gpu
 def test_restore_and_state_dict_gpu() -> None:
     torch.manual_seed(0)
     m = Net().cuda()

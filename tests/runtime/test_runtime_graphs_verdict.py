@@ -27,3 +27,48 @@ def test_forced_and_constants() -> None:
     assert 0 < GRAPHS_TIE < 0.03 and 0.5 <= GRAPHS_HOST_BOUND < 1.0
     # host time exactly at the threshold counts as host-bound
     assert graphs_verdict(10.0, 10.0, GRAPHS_HOST_BOUND * 10.0, 0.03)[0]
+
+
+# ---------------------------------------------------------------- layout under CUDA graphs
+from convdoctor.runtime.optimizer import layout_verdict  # noqa: E402
+
+
+def _steps(ms: float, n: int = 9, jitter: float = 0.001) -> list[float]:
+    return [ms * (1 + jitter * ((i % 3) - 1)) for i in range(n)]
+
+
+def test_layout_eager_only_is_the_eager_comparison() -> None:
+    win, m, a, c = layout_verdict({"as_given": _steps(3.156), "channels_last": _steps(2.902)},
+                                  0.03)
+    assert (win, m, a, c) == (True, 0.03, "as_given", "channels_last")
+    assert not layout_verdict({"as_given": _steps(3.0), "channels_last": _steps(2.95)}, 0.03)[0]
+
+
+def test_layout_is_judged_by_each_layouts_faster_mode() -> None:
+    # 3D U-Net inference, session 20: channels_last wins eagerly on a host-bound step, but the
+    # NCHW kernels replay faster than the channels_last ones: as given.
+    s = {"as_given": _steps(3.156), "channels_last": _steps(2.902),
+         "as_given_graphed": _steps(2.35), "channels_last_graphed": _steps(2.79)}
+    win, _, a, c = layout_verdict(s, 0.03)
+    assert not win and (a, c) == ("as_given_graphed", "channels_last_graphed")
+    # the other way round: eager says as given, the replays say channels_last
+    s = {"as_given": _steps(26.5), "channels_last": _steps(27.0),
+         "as_given_graphed": _steps(21.5), "channels_last_graphed": _steps(18.0)}
+    assert layout_verdict(s, 0.03)[0]
+
+
+def test_layout_graphed_on_one_side_only() -> None:
+    # channels_last could not be captured: its eager time against as given's faster mode
+    s = {"as_given": _steps(10.0), "channels_last": _steps(8.0), "as_given_graphed": _steps(7.0)}
+    win, _, a, c = layout_verdict(s, 0.03)
+    assert not win and (a, c) == ("as_given_graphed", "channels_last")
+
+
+def test_layout_margin_from_the_samples() -> None:
+    # no fixed margin: at least 1%, wider for noisy samples
+    quiet = {"as_given": _steps(10.0), "channels_last": _steps(9.8)}
+    noisy = {"as_given": _steps(10.0, jitter=0.2), "channels_last": _steps(9.8, jitter=0.2)}
+    wq, mq, _, _ = layout_verdict(quiet, None)
+    wn, mn, _, _ = layout_verdict(noisy, None)
+    assert wq and mq == pytest.approx(0.01)
+    assert not wn and mn > 0.02

@@ -255,7 +255,8 @@ def optimize(model: Any, example_inputs: Any = None, train: bool = True, db: Any
     state = _State(report)
 
     # 1. model-level layout
-    use_cl = _decide_layout(model, inputs, train, channels_last, report, dev, steps, margin)
+    use_cl = _decide_layout(model, inputs, train, channels_last, report, dev, steps, margin,
+                            graphs=graphs is not False and dev == "cuda")
     if use_cl:
         _apply_channels_last(model, state)
 
@@ -330,8 +331,52 @@ def _margin(margin: float | None, a: list[float], b: list[float]) -> float:
     return float(margin) if margin is not None else win_margin(a, b)
 
 
+LAYOUTS = ("as_given", "channels_last")
+
+
+def layout_verdict(samples: dict[str, list[float]], margin: float | None
+                   ) -> tuple[bool, float, str, str]:
+    """channels_last or not, from the per-step samples of each layout eagerly ("as_given",
+    "channels_last") and, where CUDA graphs were captured, replayed ("<layout>_graphed").
+    Each layout is judged by its faster mode: on a host-bound step the eager comparison measures
+    the host (an NCHW TF32 step issues transposes around every convolution), not the kernels a
+    graph replays (3D U-Net inference, session 20: channels_last won eagerly, 2.902 vs 3.156 ms,
+    and its graph replayed slower than the NCHW kernels ran). Returns (channels_last wins, the
+    margin it needed, the as-given variant and the channels_last variant compared)."""
+    ms = {k: median(v) for k, v in samples.items() if v}
+
+    def best(layout: str) -> str:
+        keys = [k for k in (layout, f"{layout}_graphed") if k in ms]
+        return min(keys, key=lambda k: ms[k])
+
+    a, c = best("as_given"), best("channels_last")
+    m = _margin(margin, samples[c], samples[a])
+    return ms[c] < ms[a] * (1.0 - m), m, a, c
+
+
+def _layout_graphs(base: torch.nn.Module, cl: torch.nn.Module, inputs: Any, train: bool,
+                   report: OptimizeReport) -> dict[str, Any]:
+    """CUDA graphs of the two layout copies (the channels_last one on the input its pre-hook
+    makes), each toggled by its step: {layout: GraphedForward}; none when not capturable."""
+    args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    if not all(isinstance(a, torch.Tensor) for a in args):
+        return {}
+    out: dict[str, Any] = {}
+    for name, m, xs in (("as_given", base, args),
+                        ("channels_last", cl, tuple(_to_cl(a) for a in args))):
+        try:
+            out[name] = _graphs.install(m, xs, train)
+        except Exception as exc:  # noqa: BLE001 - that layout is compared eagerly only
+            report.notes.append(f"layout under CUDA graphs: {name} not capturable "
+                                f"({type(exc).__name__}: {' '.join(str(exc).split())[:160]})")
+    return out
+
+
 def _decide_layout(model: torch.nn.Module, inputs: Any, train: bool, choice: bool | str,
-                   report: OptimizeReport, dev: str, steps: int, margin: float | None) -> bool:
+                   report: OptimizeReport, dev: str, steps: int, margin: float | None,
+                   graphs: bool = False) -> bool:
+    """Measure the model as given and in channels_last (eagerly and, with `graphs`, as CUDA graph
+    replays) and choose channels_last only when its faster mode wins by the margin."""
     if choice is True or choice is False:
         report.channels_last = bool(choice)
         report.channels_last_reason = "asked for" if choice else "not asked for"
@@ -339,30 +384,66 @@ def _decide_layout(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
     if not _has_nd_convs(model):
         report.channels_last_reason = "no 2D/3D convolutions"
         return False
+    captured: dict[str, Any] = {}
+    variants: dict[str, Any] = {}
     try:
         base = copy.deepcopy(model)
         cl = copy.deepcopy(model)
         _apply_channels_last(cl, None)
-        samples = time_interleaved({"as_given": make_step(base, inputs, train),
-                                    "channels_last": make_step(cl, inputs, train)}, dev,
-                                   warmup=2, steps=steps)
+        for name, m in (("as_given", base), ("channels_last", cl)):
+            variants[name] = _layout_step(m, inputs, train, captured, name, on=False)
+        if graphs:
+            captured.update(_layout_graphs(base, cl, inputs, train, report))
+            for name, m in (("as_given", base), ("channels_last", cl)):
+                if name in captured:
+                    variants[f"{name}_graphed"] = _layout_step(m, inputs, train, captured, name,
+                                                               on=True)
+        samples = time_interleaved(variants, dev, warmup=2, steps=steps)
+        replayed = {k: g.replays for k, g in captured.items()}
     except Exception as exc:  # noqa: BLE001 - a model that cannot run channels_last keeps its layout
         report.channels_last_reason = f"channels_last not measurable: {type(exc).__name__}: {exc}"
         report.notes.append(report.channels_last_reason)
         return False
     finally:
-        base = cl = None  # noqa: F841 - free the copies
+        base = cl = None  # noqa: F841 - free the copies (their steps and graphs hold them too)
+        captured.clear()
+        variants.clear()
+        if dev == "cuda":
+            torch.cuda.empty_cache()  # the copies' graph pools
+    for name, n in replayed.items():  # a graph that never replayed timed the eager path
+        if n == 0:
+            samples.pop(f"{name}_graphed", None)
     ms = {k: median(v) for k, v in samples.items()}
     report.layout_ms = ms
-    m = _margin(margin, samples["channels_last"], samples["as_given"])
-    win = ms["channels_last"] < ms["as_given"] * (1.0 - m)
+    win, m, a, c = layout_verdict(samples, margin)
     report.margins["layout"] = m
     report.channels_last = win
+
+    def shown(layout: str) -> str:
+        g = ms.get(f"{layout}_graphed")
+        return f"{ms[layout]:.3f} ms" + (f" (graphed {g:.3f} ms)" if g is not None else "")
+
     report.channels_last_reason = (
-        f"measured end to end: as given {ms['as_given']:.3f} ms, channels_last "
-        f"{ms['channels_last']:.3f} ms per {'training step' if train else 'inference'}"
-        f" (a win needs {m:.1%}) -> {'channels_last' if win else 'as given'}")
+        f"measured end to end: as given {shown('as_given')}, channels_last "
+        f"{shown('channels_last')} per {'training step' if train else 'inference'}"
+        + (f"; compared {a.replace('_', ' ')} with {c.replace('_', ' ')}"
+           if "_graphed" in a + c else "")
+        + f" (a win needs {m:.1%}) -> {'channels_last' if win else 'as given'}")
     return win
+
+
+def _layout_step(model: torch.nn.Module, inputs: Any, train: bool, captured: dict[str, Any],
+                 name: str, *, on: bool) -> Any:
+    """A step of one layout copy with its graph (if captured) switched on or off."""
+    step = make_step(model, inputs, train)
+
+    def run() -> None:
+        g = captured.get(name)
+        if g is not None:
+            g.enabled = on
+        step()
+
+    return run
 
 
 # ---------------------------------------------------------------------- 2. record
