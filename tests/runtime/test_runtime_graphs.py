@@ -6,6 +6,7 @@ The capture itself needs CUDA: those tests are marked `gpu`; the CPU ones check 
 from __future__ import annotations
 
 import copy
+import gc
 
 import pytest
 import torch
@@ -138,8 +139,12 @@ def test_layout_is_decided_under_graphs_too_gpu(train: bool) -> None:
         ref.eval()
     m = copy.deepcopy(ref)
     x = torch.randn(8, 3, 32, 32, device="cuda")
+    before = {id(o) for o in gc.get_objects() if isinstance(o, G.GraphedForward)}
     convdoctor.optimize(m, x, train=train, db=False, tune_missing=False, graphs="auto",
                         channels_last="auto", steps=6)
+    # the layout copies' graphs are gone (a copy and its graph form a cycle: broken, collected)
+    new = [o for o in gc.get_objects() if isinstance(o, G.GraphedForward) and id(o) not in before]
+    assert all(o.model is m for o in new), [type(o.model).__name__ for o in new]
     rep = report_of(m)
     assert rep is not None
     assert {"as_given", "channels_last", "as_given_graphed",

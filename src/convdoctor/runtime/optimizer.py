@@ -27,6 +27,7 @@ Steps of `optimize`:
 from __future__ import annotations
 
 import copy
+import gc
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -386,6 +387,8 @@ def _decide_layout(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
         return False
     captured: dict[str, Any] = {}
     variants: dict[str, Any] = {}
+    base: torch.nn.Module | None = None
+    cl: torch.nn.Module | None = None
     try:
         base = copy.deepcopy(model)
         cl = copy.deepcopy(model)
@@ -405,18 +408,26 @@ def _decide_layout(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
         report.notes.append(report.channels_last_reason)
         return False
     finally:
-        base = cl = None  # noqa: F841 - free the copies (their steps and graphs hold them too)
+        # A captured copy and its graph reference each other (model.forward is the graph, the
+        # graph holds the model): break that cycle, or the copies, their graph pools and
+        # thousands of Python objects live on until a full garbage collection, in the middle of
+        # the later timings and of the user's steps.
+        for twin in (base, cl):
+            if twin is not None:
+                _graphs.uninstall(twin)
+        base = cl = None  # noqa: F841 - free the copies (their steps hold them too)
         captured.clear()
         variants.clear()
         if dev == "cuda":
+            gc.collect()
             torch.cuda.empty_cache()  # the copies' graph pools
     for name, n in replayed.items():  # a graph that never replayed timed the eager path
         if n == 0:
             samples.pop(f"{name}_graphed", None)
     ms = {k: median(v) for k, v in samples.items()}
     report.layout_ms = ms
-    win, m, a, c = layout_verdict(samples, margin)
-    report.margins["layout"] = m
+    win, need, a, c = layout_verdict(samples, margin)
+    report.margins["layout"] = need
     report.channels_last = win
 
     def shown(layout: str) -> str:
@@ -428,7 +439,7 @@ def _decide_layout(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
         f"{shown('channels_last')} per {'training step' if train else 'inference'}"
         + (f"; compared {a.replace('_', ' ')} with {c.replace('_', ' ')}"
            if "_graphed" in a + c else "")
-        + f" (a win needs {m:.1%}) -> {'channels_last' if win else 'as given'}")
+        + f" (a win needs {need:.1%}) -> {'channels_last' if win else 'as given'}")
     return win
 
 
