@@ -332,9 +332,6 @@ def _margin(margin: float | None, a: list[float], b: list[float]) -> float:
     return float(margin) if margin is not None else win_margin(a, b)
 
 
-LAYOUTS = ("as_given", "channels_last")
-
-
 def layout_verdict(samples: dict[str, list[float]], margin: float | None
                    ) -> tuple[bool, float, str, str]:
     """channels_last or not, from the per-step samples of each layout eagerly ("as_given",
@@ -355,18 +352,26 @@ def layout_verdict(samples: dict[str, list[float]], margin: float | None
     return ms[c] < ms[a] * (1.0 - m), m, a, c
 
 
-def _layout_graphs(base: torch.nn.Module, cl: torch.nn.Module, inputs: Any, train: bool,
-                   report: OptimizeReport) -> dict[str, Any]:
-    """CUDA graphs of the two layout copies (the channels_last one on the input its pre-hook
-    makes), each toggled by its step: {layout: GraphedForward}; none when not capturable."""
+def _graph_args(inputs: Any, use_cl: bool) -> tuple[torch.Tensor, ...] | None:
+    """The positional tensors a graph of the model is captured on (what forward receives after
+    the channels_last pre-hook when `use_cl`); None when the inputs are not all tensors."""
     args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     if not all(isinstance(a, torch.Tensor) for a in args):
-        return {}
+        return None
+    return tuple(_to_cl(a) for a in args) if use_cl else args
+
+
+def _layout_graphs(copies: dict[str, torch.nn.Module], inputs: Any, train: bool,
+                   report: OptimizeReport) -> dict[str, Any]:
+    """CUDA graphs of the layout copies: {layout: GraphedForward}; a layout that cannot be
+    captured is left out (compared eagerly only)."""
     out: dict[str, Any] = {}
-    for name, m, xs in (("as_given", base, args),
-                        ("channels_last", cl, tuple(_to_cl(a) for a in args))):
+    for name, m in copies.items():
+        args = _graph_args(inputs, name == "channels_last")
+        if args is None:
+            return {}
         try:
-            out[name] = _graphs.install(m, xs, train)
+            out[name] = _graphs.install(m, args, train)
         except Exception as exc:  # noqa: BLE001 - that layout is compared eagerly only
             report.notes.append(f"layout under CUDA graphs: {name} not capturable "
                                 f"({type(exc).__name__}: {' '.join(str(exc).split())[:160]})")
@@ -387,20 +392,21 @@ def _decide_layout(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
         return False
     captured: dict[str, Any] = {}
     variants: dict[str, Any] = {}
+    copies: dict[str, torch.nn.Module] = {}
     base: torch.nn.Module | None = None
     cl: torch.nn.Module | None = None
     try:
         base = copy.deepcopy(model)
         cl = copy.deepcopy(model)
         _apply_channels_last(cl, None)
-        for name, m in (("as_given", base), ("channels_last", cl)):
-            variants[name] = _layout_step(m, inputs, train, captured, name, on=False)
+        copies.update(as_given=base, channels_last=cl)
         if graphs:
-            captured.update(_layout_graphs(base, cl, inputs, train, report))
-            for name, m in (("as_given", base), ("channels_last", cl)):
-                if name in captured:
-                    variants[f"{name}_graphed"] = _layout_step(m, inputs, train, captured, name,
-                                                               on=True)
+            captured.update(_layout_graphs(copies, inputs, train, report))
+        for name, m in copies.items():
+            g = captured.get(name)
+            variants[name] = _layout_step(m, inputs, train, g, on=False)
+            if g is not None:
+                variants[f"{name}_graphed"] = _layout_step(m, inputs, train, g, on=True)
         samples = time_interleaved(variants, dev, warmup=2, steps=steps)
         replayed = {k: g.replays for k, g in captured.items()}
     except Exception as exc:  # noqa: BLE001 - a model that cannot run channels_last keeps its layout
@@ -416,8 +422,8 @@ def _decide_layout(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
             if twin is not None:
                 _graphs.uninstall(twin)
         base = cl = None  # noqa: F841 - free the copies (their steps hold them too)
-        captured.clear()
-        variants.clear()
+        for held in (copies, captured, variants):
+            held.clear()
         if dev == "cuda":
             gc.collect()
             torch.cuda.empty_cache()  # the copies' graph pools
@@ -443,15 +449,14 @@ def _decide_layout(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
     return win
 
 
-def _layout_step(model: torch.nn.Module, inputs: Any, train: bool, captured: dict[str, Any],
-                 name: str, *, on: bool) -> Any:
-    """A step of one layout copy with its graph (if captured) switched on or off."""
+def _layout_step(model: torch.nn.Module, inputs: Any, train: bool, g: Any, *, on: bool) -> Any:
+    """A step of one layout copy with its graph `g` (if captured) switched on or off."""
     step = make_step(model, inputs, train)
+    if g is None:
+        return step
 
     def run() -> None:
-        g = captured.get(name)
-        if g is not None:
-            g.enabled = on
+        g.enabled = on
         step()
 
     return run
@@ -984,12 +989,11 @@ def _decide_graphs(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
     if dev != "cuda":
         report.graphs_reason = "CUDA graphs need a CUDA device"
         return False
-    args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
-    if not all(isinstance(a, torch.Tensor) for a in args):
+    found = _graph_args(inputs, use_cl)
+    if found is None:
         report.graphs_reason = "graphs need positional tensor inputs"
         return False
-    if use_cl:  # what forward receives after the channels_last pre-hook
-        args = tuple(_to_cl(a) for a in args)
+    args = found
     buffers = [(b, b.detach().clone()) for b in model.buffers()]
     grads = [(p, p.grad) for p in model.parameters()]
     try:
