@@ -284,7 +284,8 @@ def variant_child(variant: str, args: argparse.Namespace) -> dict[str, Any]:
                         "untuned": rep.untuned, "tuning_s": rep.tuning_s, "notes": rep.notes[:20],
                         "choices": _choice_counts(rep),
                         "graph_choices": _choice_counts(rep, graph=True),
-                        "margins": dict(rep.margins), "verify_ms": dict(rep.verify_ms),
+                        "margins": dict(rep.margins), "extensions": dict(rep.extensions),
+                        "verify_ms": dict(rep.verify_ms),
                         "graphs_ms": dict(rep.graphs_ms)}
                 step = make_step(model, x, train, with_optimizer=train)
                 step()

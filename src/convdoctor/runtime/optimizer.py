@@ -38,7 +38,15 @@ from ..errors import UsageError
 from . import graphs as _graphs
 from . import site as _site
 from .execs import torch_exec
-from .timing import call_model, make_step, median, time_interleaved, win_margin
+from .timing import (
+    call_model,
+    extend_while_undecided,
+    gain_undecided,
+    make_step,
+    median,
+    time_interleaved,
+    win_margin,
+)
 
 _STATE = "_convdoctor_state"
 DIRS = ("fprop", "dgrad", "wgrad")
@@ -83,6 +91,8 @@ class OptimizeReport:
     verify_ms: dict[str, float] = field(default_factory=dict)
     # the relative gain each decision needed to count as a win (`margin`, or the measurement's)
     margins: dict[str, float] = field(default_factory=dict)
+    # how many extra rounds of samples each undecided decision took (`timing.MAX_EXTENSIONS`)
+    extensions: dict[str, int] = field(default_factory=dict)
     layers: list[LayerChoice] = field(default_factory=list)
     problems: int = 0
     from_db: int = 0
@@ -352,6 +362,15 @@ def layout_verdict(samples: dict[str, list[float]], margin: float | None
     return ms[c] < ms[a] * (1.0 - m), m, a, c
 
 
+def layout_undecided(samples: dict[str, list[float]], margin: float | None) -> bool:
+    """Would more samples decide the layout? channels_last's faster mode measures faster than
+    the as-given layout's but not by the margin its noise demands (a fixed `margin`: no)."""
+    if margin is not None:
+        return False
+    win, need, a, c = layout_verdict(samples, None)
+    return not win and gain_undecided(samples[c], samples[a], need)
+
+
 def _graph_args(inputs: Any, use_cl: bool) -> tuple[torch.Tensor, ...] | None:
     """The positional tensors a graph of the model is captured on (what forward receives after
     the channels_last pre-hook when `use_cl`); None when the inputs are not all tensors."""
@@ -408,6 +427,8 @@ def _decide_layout(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
             if g is not None:
                 variants[f"{name}_graphed"] = _layout_step(m, inputs, train, g, on=True)
         samples = time_interleaved(variants, dev, warmup=2, steps=steps)
+        report.extensions["layout"] = extend_while_undecided(
+            samples, variants, dev, lambda s: layout_undecided(s, margin), steps=steps)
         replayed = {k: g.replays for k, g in captured.items()}
     except Exception as exc:  # noqa: BLE001 - a model that cannot run channels_last keeps its layout
         report.channels_last_reason = f"channels_last not measurable: {type(exc).__name__}: {exc}"
@@ -880,8 +901,17 @@ def _verify(model: torch.nn.Module, inputs: Any, train: bool, sites: dict[str, _
     # Routes ranked with no host cost per plan call: what a GPU-bound step pays for them.
     if any(s.graph_routes for s in sites.values()):
         variants["routed_nohost"] = variant(free_routes)
+    def undecided(s: dict[str, list[float]]) -> bool:
+        if margin is not None:
+            return False
+        ms = {k: median(v) for k, v in s.items()}
+        best = min((k for k in ms if k != "unrouted"), key=lambda k: ms[k])
+        return gain_undecided(s[best], s["unrouted"], win_margin(s[best], s["unrouted"]))
+
     try:
         samples = time_interleaved(variants, dev, warmup=2, steps=steps)
+        report.extensions["routing"] = extend_while_undecided(samples, variants, dev, undecided,
+                                                              steps=steps)
     except Exception as exc:  # noqa: BLE001
         use(None)
         report.routing = False
@@ -952,6 +982,22 @@ def graphs_verdict(graphed_ms: float, eager_ms: float, eager_host_ms: float, mar
         return True, ("a tie, and the eager step is host-bound: the replay's time is the GPU's, "
                       "the eager step's varies with the host")
     return False, ""
+
+
+def graphs_undecided(samples: dict[str, list[float]], host: dict[str, list[float]],
+                     margin: float | None) -> bool:
+    """Would more samples decide the graphs? The faster graph replay measures faster than the
+    eager step but is not kept (`graphs_verdict`) by the margin its noise demands."""
+    if margin is not None or "eager" not in samples:
+        return False
+    graphed = [k for k in ("graphed", "graphed_routed") if samples.get(k)]
+    if not graphed:
+        return False
+    best = min(graphed, key=lambda k: median(samples[k]))
+    m = win_margin(samples[best], samples["eager"])
+    keep, _ = graphs_verdict(median(samples[best]), median(samples["eager"]),
+                             median(host.get("eager", [])), m)
+    return not keep and gain_undecided(samples[best], samples["eager"], m)
 
 
 def routed_graphs_verdict(graphed_ms: float, graphed_routed_ms: float, margin: float) -> bool:
@@ -1048,6 +1094,9 @@ def _decide_graphs(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
     host: dict[str, list[float]] = {}
     try:
         samples = time_interleaved(variants, dev, warmup=2, steps=steps, host=host)
+        report.extensions["graphs"] = extend_while_undecided(
+            samples, variants, dev, lambda s: graphs_undecided(s, host, margin), steps=steps,
+            host=host)
         ok = g.replays > 0
     except Exception as exc:  # noqa: BLE001
         samples, ok = {}, False

@@ -144,3 +144,42 @@ def win_margin(a: Sequence[float], b: Sequence[float], *, floor: float = MIN_MAR
     at most 0.5 (samples too few or too noisy to tell ask for a 2x win)."""
     se = (rel_se_of_median(a) ** 2 + rel_se_of_median(b) ** 2) ** 0.5
     return min(0.5, max(floor, z * se))
+
+
+# Adaptive sampling for the end-to-end decisions: a challenger that measures faster than the
+# incumbent, but by less than the margin its samples' noise demands, is measured again (another
+# `steps` interleaved samples each), at most this many times and for at most this long. Session
+# 21's ResNet-50 fp32 inference decision saw channels_last's graph replay 12% faster on 9 samples
+# each and rejected it against a 12.7% margin; the same comparison measured 60 samples each at
+# 5.87 vs 6.60 ms (scripts/gpu/r50inf_probe.py, session 22).
+MAX_EXTENSIONS = 3
+EXTEND_CAP_S = 10.0
+
+
+def gain_undecided(fast: Sequence[float], slow: Sequence[float], margin: float,
+                   floor: float = MIN_MARGIN) -> bool:
+    """Can more samples still decide this? `fast`'s median is below `slow`'s, but not by
+    `margin`, and that margin is above `floor` (more samples lower a noise-derived margin)."""
+    if not fast or not slow:
+        return False
+    mf, ms = statistics.median(fast), statistics.median(slow)
+    return mf < ms and not mf < ms * (1.0 - margin) and margin > floor
+
+
+def extend_while_undecided(samples: dict[str, list[float]],
+                           steps_by_name: Mapping[str, Callable[[], None]], device_type: str,
+                           undecided: Callable[[dict[str, list[float]]], bool], *, steps: int,
+                           host: dict[str, list[float]] | None = None,
+                           max_extensions: int = MAX_EXTENSIONS,
+                           cap_s: float = EXTEND_CAP_S) -> int:
+    """Append more interleaved samples to `samples` (and `host`) while `undecided(samples)`, at
+    most `max_extensions` times and while less than `cap_s` seconds were spent; returns how many
+    extensions ran."""
+    t0 = time.monotonic()
+    n = 0
+    while n < max_extensions and time.monotonic() - t0 < cap_s and undecided(samples):
+        more = time_interleaved(steps_by_name, device_type, warmup=0, steps=steps, host=host)
+        for k, v in more.items():
+            samples.setdefault(k, []).extend(v)
+        n += 1
+    return n

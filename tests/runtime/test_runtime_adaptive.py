@@ -1,0 +1,78 @@
+"""Adaptive sampling of optimize's end-to-end decisions: a challenger that measures faster but not
+by the margin its noise demands is measured again (pure logic, synthetic samples, CPU steps)."""
+
+from __future__ import annotations
+
+import random
+
+from convdoctor.runtime.optimizer import graphs_undecided, layout_undecided, layout_verdict
+from convdoctor.runtime.timing import (
+    MIN_MARGIN,
+    extend_while_undecided,
+    gain_undecided,
+    win_margin,
+)
+
+
+def _noisy(ms: float, n: int, rel: float, seed: int) -> list[float]:
+    rng = random.Random(seed)
+    return [ms * (1 + rng.gauss(0, rel)) for _ in range(n)]
+
+
+def test_gain_undecided() -> None:
+    slow, fast = [10.0, 10.1, 9.9], [9.5, 9.6, 9.4]
+    assert gain_undecided(fast, slow, 0.10)          # 5% faster, 10% needed
+    assert not gain_undecided(fast, slow, 0.03)      # decided: a win
+    assert not gain_undecided(slow, fast, 0.10)      # the challenger is slower: nothing to prove
+    assert not gain_undecided(fast, slow, MIN_MARGIN)  # at the floor more samples cannot help
+    assert not gain_undecided([], slow, 0.10)
+
+
+def test_extend_runs_until_decided_and_stops_at_its_bounds() -> None:
+    samples: dict[str, list[float]] = {"a": [1.0], "b": [1.0]}
+    steps = {"a": lambda: None, "b": lambda: None}
+    n = extend_while_undecided(samples, steps, "cpu", lambda s: len(s["a"]) < 7, steps=3)
+    assert n == 2 and len(samples["a"]) == len(samples["b"]) == 7
+    samples = {"a": [1.0], "b": [1.0]}
+    host: dict[str, list[float]] = {}
+    n = extend_while_undecided(samples, steps, "cpu", lambda s: True, steps=3, host=host,
+                               max_extensions=2)
+    assert n == 2 and len(samples["a"]) == 7 and len(host["a"]) == 6
+    assert extend_while_undecided({"a": [1.0]}, {"a": lambda: None}, "cpu", lambda s: True,
+                                  steps=3, cap_s=0.0) == 0
+
+
+def test_layout_undecided_then_decided_with_more_samples() -> None:
+    """Session 21, ResNet-50 fp32 inference: channels_last's replay ~12% faster, but 9 noisy
+    samples each asked for more than that; 4x the samples decide it."""
+    few = {"as_given": _noisy(7.3, 9, 0.08, 1), "as_given_graphed": _noisy(7.18, 9, 0.08, 2),
+           "channels_last": _noisy(8.6, 9, 0.08, 3),
+           "channels_last_graphed": _noisy(6.33, 9, 0.08, 4)}
+    win, need, a, c = layout_verdict(few, None)
+    assert c == "channels_last_graphed"
+    assert not win and need > 0.05
+    assert layout_undecided(few, None)
+    assert not layout_undecided(few, 0.2)            # a fixed margin: no extension
+    more = {k: v + _noisy(sum(v) / len(v), 27, 0.03, 10 + i)
+            for i, (k, v) in enumerate(few.items())}
+    assert layout_verdict(more, None)[0]
+    assert not layout_undecided(more, None)
+
+
+def test_layout_not_extended_when_as_given_is_faster() -> None:
+    s = {"as_given": _noisy(6.0, 9, 0.1, 5), "channels_last": _noisy(6.5, 9, 0.1, 6)}
+    assert not layout_undecided(s, None)
+
+
+def test_graphs_undecided() -> None:
+    eager, graphed = _noisy(8.25, 9, 0.06, 7), _noisy(7.7, 9, 0.06, 8)
+    m = win_margin(graphed, eager)
+    assert m > 1 - 7.7 / 8.25  # the noise hides a 7% gain
+    # not host-bound: undecided; host-bound: the tie rule does not apply to a 7% gain either
+    assert graphs_undecided({"eager": eager, "graphed": graphed}, {"eager": [1.0] * 9}, None)
+    # a clear win is decided
+    assert not graphs_undecided({"eager": eager, "graphed": [v * 0.5 for v in graphed]},
+                                {"eager": [1.0] * 9}, None)
+    # graphs slower than eager: nothing to prove
+    assert not graphs_undecided({"eager": graphed, "graphed": eager}, {"eager": [1.0] * 9}, None)
+    assert not graphs_undecided({"eager": eager, "graphed": graphed}, {}, 0.05)
