@@ -129,6 +129,34 @@ def test_inference_graph_and_eager_fallbacks_gpu() -> None:
 
 
 @pytest.mark.gpu
+def test_replaced_parameters_run_eagerly_in_place_updates_replay_gpu() -> None:
+    """The graph reads the captured storage: a weight loaded in place is replayed with, a
+    parameter replaced (assignment, `.data` swap) sends the call to the eager path."""
+    torch.manual_seed(0)
+    ref = Net().cuda().eval()
+    m = copy.deepcopy(ref)
+    x = torch.randn(4, 3, 16, 16, device="cuda")
+    _opt(m, x, train=False)
+    g = G.installed(m)
+    assert g is not None
+    other = Net().cuda().eval()
+    with torch.no_grad():
+        n0 = g.replays
+        m.load_state_dict(other.state_dict())
+        torch.testing.assert_close(m(x), other(x))
+        assert g.replays == n0 + 1
+        w = nn.Parameter(torch.randn_like(m.head.weight))
+        m.head.weight = w
+        other.head.weight = nn.Parameter(w.detach().clone())
+        torch.testing.assert_close(m(x), other(x))
+        assert g.replays == n0 + 1
+        m.body[3].weight.data = m.body[3].weight.data.clone() * 2
+        other.body[3].weight.data *= 2
+        torch.testing.assert_close(m(x), other(x))
+        assert g.replays == n0 + 1 and g.eager_calls >= 2
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("train", [True, False])
 def test_layout_is_decided_under_graphs_too_gpu(train: bool) -> None:
     """With graphs possible, each layout is also timed as a replay and judged by its faster mode;
