@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import gc
+from typing import Any
 
 import pytest
 import torch
@@ -104,8 +105,8 @@ def test_outputs_survive_next_replay_and_grads_accumulate_gpu() -> None:
         torch.testing.assert_close(q.grad, p.grad, rtol=1e-3, atol=1e-4)
 
 
-@pytest.mark.gpu
-def test_inference_graph_and_eager_fallbacks_gpu() -> None:
+def _graphed_inference() -> tuple[Any, Any, torch.Tensor, G.GraphedForward]:
+    """A stock net, its optimized copy with an inference graph installed, the input, the graph."""
     torch.manual_seed(0)
     ref = Net().cuda().eval()
     m = copy.deepcopy(ref)
@@ -113,6 +114,12 @@ def test_inference_graph_and_eager_fallbacks_gpu() -> None:
     _opt(m, x, train=False)
     g = G.installed(m)
     assert g is not None
+    return ref, m, x, g
+
+
+@pytest.mark.gpu
+def test_inference_graph_and_eager_fallbacks_gpu() -> None:
+    ref, m, x, g = _graphed_inference()
     with torch.no_grad():
         n0 = g.replays
         torch.testing.assert_close(m(x), ref(x))
@@ -132,13 +139,7 @@ def test_inference_graph_and_eager_fallbacks_gpu() -> None:
 def test_replaced_parameters_run_eagerly_in_place_updates_replay_gpu() -> None:
     """The graph reads the captured storage: a weight loaded in place is replayed with, a
     parameter replaced (assignment, `.data` swap) sends the call to the eager path."""
-    torch.manual_seed(0)
-    ref = Net().cuda().eval()
-    m = copy.deepcopy(ref)
-    x = torch.randn(4, 3, 16, 16, device="cuda")
-    _opt(m, x, train=False)
-    g = G.installed(m)
-    assert g is not None
+    _, m, x, g = _graphed_inference()
     other = Net().cuda().eval()
     with torch.no_grad():
         n0 = g.replays
