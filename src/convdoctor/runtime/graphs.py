@@ -67,9 +67,10 @@ class StorageGuard:
     `model.to(memory_format=...)`) must send the call to the eager path. Walking the model's
     modules for this on every call cost 350 us per call for ResNet-50 (320 tensors) on the CI
     host, host time a GPU-bound replay waits for; the guard keeps the flat tensor list and
-    compares their data pointers (22 us there), and walks the model again only after a
-    registration anywhere in the process (torch's global registration hooks; without them,
-    every call). Not seen: entries written straight into `module._parameters` / `_buffers`."""
+    compares their data pointers (20.7 us there, `benchmarks/bench_graph_guard.py`), and walks
+    the model again only after a registration anywhere in the process (torch's global
+    registration hooks; without them, every call). Not seen: entries written straight into
+    `module._parameters` / `_buffers`."""
 
     def __init__(self, model: torch.nn.Module) -> None:
         self.model = model
