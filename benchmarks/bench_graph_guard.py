@@ -44,7 +44,7 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=2000)
     args = ap.parse_args()
     print(f"torch {torch.__version__}; microseconds per check (median of 5 x {args.calls} calls)")
-    print(f"{'model':16s} {'tensors':>7s} {'walk':>9s} {'guard':>9s} {'after a registration':>21s}")
+    print(f"{'model':16s} {'slots':>7s} {'walk':>9s} {'guard':>9s} {'after a registration':>21s}")
     for name in args.models.split(","):
         m = zoo.get(name)
 
@@ -62,7 +62,7 @@ def main() -> int:
         w = per_call_us(walk, args.calls)
         k = per_call_us(g.ok, args.calls)
         r = per_call_us(after_registration, max(1, args.calls // 10)) - build
-        print(f"{name:16s} {len(g.tensors):7d} {w:9.1f} {k:9.1f} {r:21.1f}")
+        print(f"{name:16s} {len(g.slots):7d} {w:9.1f} {k:9.1f} {r:21.1f}")
     return 0
 
 

@@ -69,3 +69,62 @@ def test_channels_last_conversion_is_seen(mode: str) -> None:
     g = G.StorageGuard(m)
     m.to(memory_format=torch.channels_last)
     assert not g.ok()
+
+
+# Slot rewrites that fire no registration hook (found in review, session 22): the guard checks
+# every parameter/buffer slot itself, not only after a registration.
+def test_bias_set_to_none_is_seen(mode: str) -> None:
+    m = _net()
+    g = G.StorageGuard(m)
+    m[0].bias = None
+    assert not g.ok()
+
+
+def test_deleted_then_plain_tensor_weight_is_seen(mode: str) -> None:
+    m = _net()
+    g = G.StorageGuard(m)
+    w = m[3].weight.detach().clone()
+    del m[3].weight
+    m[3].weight = w  # a plain tensor: object.__setattr__, no hook
+    assert not g.ok()
+
+
+def test_conversion_that_overwrites_parameters_is_seen(mode: str) -> None:
+    m = _net()
+    g = G.StorageGuard(m)
+    was = torch.__future__.get_overwrite_module_params_on_conversion()
+    torch.__future__.set_overwrite_module_params_on_conversion(True)
+    try:
+        m.to(memory_format=torch.channels_last)  # _apply writes new Parameters into the dicts
+    finally:
+        torch.__future__.set_overwrite_module_params_on_conversion(was)
+    assert not g.ok()
+
+
+def test_buffer_only_conversion_is_seen(mode: str) -> None:
+    m = _net()
+    m[1].register_buffer("scale", torch.ones(4, dtype=torch.float64))
+    g = G.StorageGuard(m)
+    m.float()  # only the float64 buffer changes: _apply writes it into _buffers directly
+    assert not g.ok()
+
+
+def test_functional_call_with_other_parameters_is_seen(mode: str) -> None:
+    m = _net()
+    seen: list[bool] = []
+
+    class Probe(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = m
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            seen.append(g.ok())
+            return self.net(x)
+
+    p = Probe()
+    g = G.StorageGuard(p)
+    params = {k: v.detach().clone() for k, v in p.named_parameters()}
+    torch.func.functional_call(p, params, (torch.randn(1, 3, 8, 8),))
+    assert seen == [False]
+    assert g.ok()  # the model's own tensors are back afterwards

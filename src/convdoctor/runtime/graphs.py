@@ -25,6 +25,7 @@ replay's); otherwise eager.
 
 from __future__ import annotations
 
+import operator
 import weakref
 from typing import Any
 
@@ -63,33 +64,45 @@ def _generation() -> int | None:
 class StorageGuard:
     """Are the model's parameters and buffers still the tensors, and storage, a graph captured?
 
-    A replay reads the captured addresses, so a parameter replaced (assignment, `p.data = ...`,
-    `model.to(memory_format=...)`) must send the call to the eager path. Walking the model's
-    modules for this on every call cost 350 us per call for ResNet-50 (320 tensors) on the CI
-    host, host time a GPU-bound replay waits for; the guard keeps the flat tensor list and
-    compares their data pointers (20.7 us there, `benchmarks/bench_graph_guard.py`), and walks
-    the model again only after a registration anywhere in the process (torch's global
-    registration hooks; without them, every call). Not seen: entries written straight into
-    `module._parameters` / `_buffers`."""
+    A replay reads the captured addresses, so a tensor replaced in any parameter or buffer slot
+    (assignment, `p.data = ...`, `bias = None`, `model.to(...)` with or without
+    `set_overwrite_module_params_on_conversion`, `torch.func.functional_call`) must send the call
+    to the eager path. Walking the model's modules for this on every call cost 356 us per call for
+    ResNet-50 (320 tensors) on the CI host, host time a GPU-bound replay waits for. The guard keeps
+    every slot (the module's `_parameters` / `_buffers` dict, the key, the tensor) and checks that
+    each slot still holds its tensor at its data pointer (`benchmarks/bench_graph_guard.py`); it
+    walks the model again only after a parameter, buffer or submodule registration anywhere in the
+    process (torch's global registration hooks; without them, on every call), which is what adds
+    keys or modules. Not seen: a submodule deleted with `del` (no hook fires) whose forward the
+    model's own code skips afterwards. Replaced tensors stay referenced while the graph does."""
 
     def __init__(self, model: torch.nn.Module) -> None:
         self.model = model
-        self.tensors = self._walk()
-        self.ptrs = [t.data_ptr() for t in self.tensors]
-        self.gen = _generation()
+        self.gen = _generation()  # before the walk: a registration during it re-walks later
+        self.slots = self._slots()
+        self._dicts = [d for d, _, _ in self.slots]
+        self._keys = [k for _, k, _ in self.slots]
+        self._held = [t for _, _, t in self.slots]
+        self._tensors = [t for t in self._held if t is not None]
+        self.ptrs = [t.data_ptr() for t in self._tensors]
 
-    def _walk(self) -> list[torch.Tensor]:
-        return [*self.model.parameters(), *self.model.buffers()]
+    def _slots(self) -> list[tuple[dict[str, Any], str, Any]]:
+        return [(d, k, t) for m in self.model.modules() for d in (m._parameters, m._buffers)
+                for k, t in d.items()]
 
     def ok(self) -> bool:
         gen = _generation()
         if gen is None or gen != self.gen:
-            now = self._walk()
-            if len(now) != len(self.tensors) or any(
-                    a is not b for a, b in zip(now, self.tensors, strict=True)):
+            now = self._slots()
+            if len(now) != len(self.slots) or any(
+                    a[0] is not b[0] or a[1] != b[1] or a[2] is not b[2]
+                    for a, b in zip(now, self.slots, strict=True)):
                 return False
             self.gen = gen
-        return list(map(torch.Tensor.data_ptr, self.tensors)) == self.ptrs
+        # every slot still holds its tensor (C-level loops: this runs before every replay)
+        if not all(map(operator.is_, map(dict.get, self._dicts, self._keys), self._held)):
+            return False
+        return list(map(torch.Tensor.data_ptr, self._tensors)) == self.ptrs
 
 
 def _sig(t: torch.Tensor) -> tuple[Any, ...]:

@@ -427,8 +427,12 @@ def _decide_layout(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
             if g is not None:
                 variants[f"{name}_graphed"] = _layout_step(m, inputs, train, g, on=True)
         samples = time_interleaved(variants, dev, warmup=2, steps=steps)
-        report.extensions["layout"] = extend_while_undecided(
-            samples, variants, dev, lambda s: layout_undecided(s, margin), steps=steps)
+        def undecided(s: dict[str, list[float]]) -> bool:  # graphs that replayed only
+            return layout_undecided({k: v for k, v in s.items() if not (
+                k.endswith("_graphed") and captured[k[:-len("_graphed")]].replays == 0)}, margin)
+
+        report.extensions["layout"] = extend_while_undecided(samples, variants, dev, undecided,
+                                                             steps=steps)
         replayed = {k: g.replays for k, g in captured.items()}
     except Exception as exc:  # noqa: BLE001 - a model that cannot run channels_last keeps its layout
         report.channels_last_reason = f"channels_last not measurable: {type(exc).__name__}: {exc}"
@@ -985,15 +989,19 @@ def graphs_verdict(graphed_ms: float, eager_ms: float, eager_host_ms: float, mar
 
 
 def graphs_undecided(samples: dict[str, list[float]], host: dict[str, list[float]],
-                     margin: float | None) -> bool:
-    """Would more samples decide the graphs? The faster graph replay measures faster than the
-    eager step but is not kept (`graphs_verdict`) by the margin its noise demands."""
-    if margin is not None or "eager" not in samples:
+                     margin: float | None, *, forced: bool = False) -> bool:
+    """Would more samples decide the graphs? The replay `_decide_graphs` would compare (the
+    graph routes' only when they beat the plain capture, `routed_graphs_verdict`) measures
+    faster than the eager step but is not kept (`graphs_verdict`) by the margin its noise
+    demands. Graphs asked for (`forced`) or a fixed margin: no."""
+    if forced or margin is not None or not samples.get("eager") or not samples.get("graphed"):
         return False
-    graphed = [k for k in ("graphed", "graphed_routed") if samples.get(k)]
-    if not graphed:
-        return False
-    best = min(graphed, key=lambda k: median(samples[k]))
+    best = "graphed"
+    if samples.get("graphed_routed"):
+        mr = win_margin(samples["graphed_routed"], samples["graphed"])
+        if routed_graphs_verdict(median(samples["graphed"]),
+                                 median(samples["graphed_routed"]), mr):
+            best = "graphed_routed"
     m = win_margin(samples[best], samples["eager"])
     keep, _ = graphs_verdict(median(samples[best]), median(samples["eager"]),
                              median(host.get("eager", [])), m)
@@ -1095,7 +1103,8 @@ def _decide_graphs(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
     try:
         samples = time_interleaved(variants, dev, warmup=2, steps=steps, host=host)
         report.extensions["graphs"] = extend_while_undecided(
-            samples, variants, dev, lambda s: graphs_undecided(s, host, margin), steps=steps,
+            samples, variants, dev,
+            lambda s: graphs_undecided(s, host, margin, forced=choice is True), steps=steps,
             host=host)
         ok = g.replays > 0
     except Exception as exc:  # noqa: BLE001

@@ -154,16 +154,24 @@ def win_margin(a: Sequence[float], b: Sequence[float], *, floor: float = MIN_MAR
 # 5.87 vs 6.60 ms (scripts/gpu/r50inf_probe.py, session 22).
 MAX_EXTENSIONS = 3
 EXTEND_CAP_S = 10.0
+# At most 4x the samples halve a noise-derived margin (its standard error goes with 1/sqrt(n));
+# a gain under a third of the current margin is left undecided rather than measured again.
+UNDECIDED_MIN_SHARE = 1.0 / 3.0
 
 
 def gain_undecided(fast: Sequence[float], slow: Sequence[float], margin: float,
                    floor: float = MIN_MARGIN) -> bool:
-    """Can more samples still decide this? `fast`'s median is below `slow`'s, but not by
-    `margin`, and that margin is above `floor` (more samples lower a noise-derived margin)."""
+    """Can more samples still decide this? `fast`'s median is below `slow`'s but not by `margin`,
+    that margin is above `floor` (more samples lower a noise-derived margin), and the gain is
+    above `floor` and at least UNDECIDED_MIN_SHARE of the margin (a tie never becomes a win)."""
     if not fast or not slow:
         return False
     mf, ms = statistics.median(fast), statistics.median(slow)
-    return mf < ms and not mf < ms * (1.0 - margin) and margin > floor
+    if ms <= 0 or not mf < ms:
+        return False
+    gain = 1.0 - mf / ms
+    return gain < margin and margin > floor and gain > floor and \
+        gain >= UNDECIDED_MIN_SHARE * margin
 
 
 def extend_while_undecided(samples: dict[str, list[float]],
