@@ -98,3 +98,27 @@ def test_graphs_undecided_compares_what_the_verdict_compares() -> None:
     s = {"eager": eager, "graphed": plain, "graphed_routed": routed}
     assert 1 - 0.99 / 1.03 > win_margin(routed, eager) > 1 - 1.00 / 1.03
     assert graphs_undecided(s, host, None)
+
+
+def test_graphs_choice_takes_the_routes_only_when_they_beat_the_plain_capture() -> None:
+    from convdoctor.runtime.optimizer import graphs_choice
+
+    eager = _spread(1.30, 0.001)
+    s = {"eager": eager, "graphed": _spread(1.00, 0.001), "graphed_routed": _spread(0.90, 0.001)}
+    c = graphs_choice(s, 0.1, None)
+    assert c.keep and c.routed and c.best == "graphed_routed" and c.routes_margin is not None
+    s["graphed_routed"] = _spread(0.999, 0.001)  # 0.1% faster: within the 1% floor
+    c = graphs_choice(s, 0.1, None)
+    assert c.keep and not c.routed and c.best == "graphed"
+    assert graphs_choice({"eager": eager, "graphed": _spread(2.0, 0.001)}, 0.1, None,
+                         forced=True).keep
+
+
+def test_routing_choice() -> None:
+    from convdoctor.runtime.optimizer import routing_choice
+
+    s = {"unrouted": _spread(1.0, 0.001), "routed": _spread(0.95, 0.001),
+         "routed_nohost": _spread(0.90, 0.001)}
+    assert routing_choice(s, None)[::2] == ("routed_nohost", True)
+    s["routed_nohost"] = s["routed"] = _spread(0.998, 0.001)
+    assert routing_choice(s, None)[2] is False

@@ -427,13 +427,10 @@ def _decide_layout(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
             if g is not None:
                 variants[f"{name}_graphed"] = _layout_step(m, inputs, train, g, on=True)
         samples = time_interleaved(variants, dev, warmup=2, steps=steps)
-        def undecided(s: dict[str, list[float]]) -> bool:  # graphs that replayed only
-            return layout_undecided({k: v for k, v in s.items() if not (
-                k.endswith("_graphed") and captured[k[:-len("_graphed")]].replays == 0)}, margin)
-
-        report.extensions["layout"] = extend_while_undecided(samples, variants, dev, undecided,
-                                                             steps=steps)
-        replayed = {k: g.replays for k, g in captured.items()}
+        report.extensions["layout"] = extend_while_undecided(
+            samples, variants, dev,
+            lambda s: layout_undecided(_replayed_only(s, captured), margin), steps=steps)
+        samples = _replayed_only(samples, captured)
     except Exception as exc:  # noqa: BLE001 - a model that cannot run channels_last keeps its layout
         report.channels_last_reason = f"channels_last not measurable: {type(exc).__name__}: {exc}"
         report.notes.append(report.channels_last_reason)
@@ -452,9 +449,6 @@ def _decide_layout(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
         if dev == "cuda":
             gc.collect()
             torch.cuda.empty_cache()  # the copies' graph pools
-    for name, n in replayed.items():  # a graph that never replayed timed the eager path
-        if n == 0:
-            samples.pop(f"{name}_graphed", None)
     ms = {k: median(v) for k, v in samples.items()}
     report.layout_ms = ms
     win, need, a, c = layout_verdict(samples, margin)
@@ -472,6 +466,14 @@ def _decide_layout(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
            if "_graphed" in a + c else "")
         + f" (a win needs {need:.1%}) -> {'channels_last' if win else 'as given'}")
     return win
+
+
+def _replayed_only(samples: dict[str, list[float]], captured: dict[str, Any]
+                   ) -> dict[str, list[float]]:
+    """`samples` without the "<layout>_graphed" variants whose graph never replayed (they timed
+    the eager path)."""
+    return {k: v for k, v in samples.items() if not (
+        k.endswith("_graphed") and captured[k[:-len("_graphed")]].replays == 0)}
 
 
 def _layout_step(model: torch.nn.Module, inputs: Any, train: bool, g: Any, *, on: bool) -> Any:
@@ -908,9 +910,8 @@ def _verify(model: torch.nn.Module, inputs: Any, train: bool, sites: dict[str, _
     def undecided(s: dict[str, list[float]]) -> bool:
         if margin is not None:
             return False
-        ms = {k: median(v) for k, v in s.items()}
-        best = min((k for k in ms if k != "unrouted"), key=lambda k: ms[k])
-        return gain_undecided(s[best], s["unrouted"], win_margin(s[best], s["unrouted"]))
+        best, m, keep = routing_choice(s, None)
+        return not keep and gain_undecided(s[best], s["unrouted"], m)
 
     try:
         samples = time_interleaved(variants, dev, warmup=2, steps=steps)
@@ -925,10 +926,7 @@ def _verify(model: torch.nn.Module, inputs: Any, train: bool, sites: dict[str, _
     finally:
         del twin
     ms = {k: median(v) for k, v in samples.items()}
-    best = min((k for k in ms if k != "unrouted"), key=lambda k: ms[k])
-    # routes must win by the margin: a tie (seen: 3.818 vs 3.821 ms) is noise, not a reason
-    m = _margin(margin, samples[best], samples["unrouted"])
-    keep = ms[best] < ms["unrouted"] * (1.0 - m)
+    best, m, keep = routing_choice(samples, margin)
     nohost = keep and best == "routed_nohost"
     use(eager_routes)
     set_enabled(keep)
@@ -947,6 +945,16 @@ def _verify(model: torch.nn.Module, inputs: Any, train: bool, sites: dict[str, _
     report.routing_reason = (f"measured end to end: routed {ms['routed']:.3f} ms{extra}, "
                              f"PyTorch's path {ms['unrouted']:.3f} ms (a win needs {m:.1%}) -> "
                              f"{verdict}")
+
+
+def routing_choice(samples: dict[str, list[float]], margin: float | None
+                   ) -> tuple[str, float, bool]:
+    """The fastest routed variant, the margin it needs over "unrouted", and whether it wins:
+    routes must win by the margin (a tie, seen: 3.818 vs 3.821 ms, is noise, not a reason)."""
+    ms = {k: median(v) for k, v in samples.items()}
+    best = min((k for k in ms if k != "unrouted"), key=lambda k: ms[k])
+    m = _margin(margin, samples[best], samples["unrouted"])
+    return best, m, ms[best] < ms["unrouted"] * (1.0 - m)
 
 
 def _adopt_graph_routes(sites: dict[str, _site.Site], report: OptimizeReport) -> None:
@@ -988,24 +996,41 @@ def graphs_verdict(graphed_ms: float, eager_ms: float, eager_host_ms: float, mar
     return False, ""
 
 
+@dataclass
+class GraphsChoice:
+    keep: bool
+    routed: bool          # the graph routes' capture (it beat the plain one by `routes_margin`)
+    best: str             # the replay compared with eager: "graphed" or "graphed_routed"
+    margin: float         # what `best` needed over eager
+    routes_margin: float | None
+    why: str
+
+
+def graphs_choice(samples: dict[str, list[float]], eager_host_ms: float, margin: float | None,
+                  *, forced: bool = False) -> GraphsChoice:
+    """The graphs decision from the samples of "eager", "graphed" and (when captured and
+    replayed) "graphed_routed": the graph routes only when their replay beats the plain
+    capture's (`routed_graphs_verdict`), then the chosen replay against eager (`graphs_verdict`)."""
+    ms = {k: median(v) for k, v in samples.items()}
+    routed, mr = False, None
+    if samples.get("graphed_routed"):
+        mr = _margin(margin, samples["graphed_routed"], samples["graphed"])
+        routed = routed_graphs_verdict(ms["graphed"], ms["graphed_routed"], mr)
+    best = "graphed_routed" if routed else "graphed"
+    m = _margin(margin, samples[best], samples["eager"])
+    keep, why = graphs_verdict(ms[best], ms["eager"], eager_host_ms, m, forced=forced)
+    return GraphsChoice(keep, routed, best, m, mr, why)
+
+
 def graphs_undecided(samples: dict[str, list[float]], host: dict[str, list[float]],
                      margin: float | None, *, forced: bool = False) -> bool:
-    """Would more samples decide the graphs? The replay `_decide_graphs` would compare (the
-    graph routes' only when they beat the plain capture, `routed_graphs_verdict`) measures
-    faster than the eager step but is not kept (`graphs_verdict`) by the margin its noise
-    demands. Graphs asked for (`forced`) or a fixed margin: no."""
+    """Would more samples decide the graphs? The replay `graphs_choice` compares measures faster
+    than the eager step but is not kept by the margin its noise demands. Graphs asked for
+    (`forced`) or a fixed margin: no."""
     if forced or margin is not None or not samples.get("eager") or not samples.get("graphed"):
         return False
-    best = "graphed"
-    if samples.get("graphed_routed"):
-        mr = win_margin(samples["graphed_routed"], samples["graphed"])
-        if routed_graphs_verdict(median(samples["graphed"]),
-                                 median(samples["graphed_routed"]), mr):
-            best = "graphed_routed"
-    m = win_margin(samples[best], samples["eager"])
-    keep, _ = graphs_verdict(median(samples[best]), median(samples["eager"]),
-                             median(host.get("eager", [])), m)
-    return not keep and gain_undecided(samples[best], samples["eager"], m)
+    c = graphs_choice(samples, median(host.get("eager", [])), None)
+    return not c.keep and gain_undecided(samples[c.best], samples["eager"], c.margin)
 
 
 def routed_graphs_verdict(graphed_ms: float, graphed_routed_ms: float, margin: float) -> bool:
@@ -1121,18 +1146,15 @@ def _decide_graphs(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
         _graphs.uninstall(model)
         report.graphs_reason = report.graphs_reason or "graphs did not replay; eager kept"
         return False
+    if g_routed is not None and g_routed.replays == 0:  # it timed the eager path
+        samples.pop("graphed_routed", None)
     ms = {k: median(v) for k, v in samples.items()}
     eager_host = median(host.get("eager", []))
-    routed = False
-    if g_routed is not None and g_routed.replays > 0:
-        mr = _margin(margin, samples["graphed_routed"], samples["graphed"])
-        report.margins["graph_routes"] = mr
-        routed = routed_graphs_verdict(ms["graphed"], ms["graphed_routed"], mr)
-    best_k = "graphed_routed" if routed else "graphed"
-    best = ms[best_k]
-    m = _margin(margin, samples[best_k], samples["eager"])
+    c = graphs_choice(samples, eager_host, margin, forced=choice is True)
+    if c.routes_margin is not None:
+        report.margins["graph_routes"] = c.routes_margin
+    routed, best, m, keep, why = c.routed, ms[c.best], c.margin, c.keep, c.why
     report.margins["graphs"] = m
-    keep, why = graphs_verdict(best, ms["eager"], eager_host, m, forced=choice is True)
     report.graphs = keep
     report.graphs_ms = dict(ms, chosen=best if keep else ms["eager"], eager_host_cpu=eager_host)
     report.graphs_reason = (f"measured end to end: eager {ms['eager']:.3f} ms "
