@@ -223,6 +223,38 @@ def process_facts() -> dict[str, Any]:
     return facts
 
 
+def compile_wide() -> list[int] | None:
+    """For torch.compile's compilation (lazy: it runs in the first step) let this thread and the
+    compile workers it starts use every core the parent had (env RT_COMPILE_CPUS, set by the
+    parent), not only the cores the timed steps are pinned to: max-autotune compiles and times
+    many kernels, and 4 cores would make its compile time, not its step time, the figure. Returns
+    the cores, or None where there is nothing to widen."""
+    spec = os.environ.get("RT_COMPILE_CPUS", "")
+    if not spec or not hasattr(os, "sched_setaffinity"):
+        return None
+    try:
+        wide = [int(c) for c in spec.split(",")]
+        _PINNED.append(sorted(os.sched_getaffinity(0)))
+        os.sched_setaffinity(0, wide)
+        import torch._inductor.config as inductor_config
+        inductor_config.compile_threads = len(wide)
+    except (ValueError, OSError, ImportError, AttributeError):
+        return None
+    return wide
+
+
+_PINNED: list[list[int]] = []
+
+
+def compile_narrow() -> None:
+    """Back to the pinned cores for the timed steps (see compile_wide)."""
+    if _PINNED:
+        try:
+            os.sched_setaffinity(0, _PINNED.pop())
+        except OSError:
+            pass
+
+
 def variant_child(variant: str, args: argparse.Namespace) -> dict[str, Any]:
     """Run one variant over every config and mode in THIS process (the parent starts one process
     per variant: PyTorch caches its cuDNN choice per shape without the benchmark flag, so heuristic
@@ -267,6 +299,7 @@ def variant_child(variant: str, args: argparse.Namespace) -> dict[str, Any]:
                 share = tuning_share(deadline - time.monotonic(), slots)
                 t0 = time.monotonic()
                 if variant == "compile":
+                    wide = compile_wide()
                     model = torch.compile(model, mode="max-autotune")
                 elif variant == "convdoctor":
                     opt.optimize(model, x, train=train, db=args.db, tune_missing=share > 0,
@@ -291,6 +324,9 @@ def variant_child(variant: str, args: argparse.Namespace) -> dict[str, Any]:
                 step()
                 sync(dev)
                 res["setup_and_first_step_s"] = time.monotonic() - t0
+                if variant == "compile":
+                    res["compile_cpus"] = len(wide) if wide else None
+                    compile_narrow()
                 steps = {variant: step}
                 if twin_step is not None:
                     res["process_after_optimize"] = process_facts()
@@ -309,6 +345,9 @@ def variant_child(variant: str, args: argparse.Namespace) -> dict[str, Any]:
                 res["error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
             del model, step, twin, twin_step
             out.setdefault(name, {})[mode] = res
+            # Every finished slot so far, one JSON line: a child stopped at --variant-timeout
+            # (a long torch.compile) still reports the slots it finished.
+            print(json.dumps(out, default=str), flush=True)
             if dev == "cuda":
                 torch.cuda.empty_cache()
     return out
@@ -325,18 +364,39 @@ def run_variant(variant: str, args: argparse.Namespace, timeout: float,
         cmd.append("--no-twin")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
+    avail = available_cpus()
+    if variant == "compile" and avail:
+        env["RT_COMPILE_CPUS"] = ",".join(str(c) for c in avail)
     t0 = time.monotonic()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
                            preexec_fn=_pinner(args.cpu_list))
-    except subprocess.TimeoutExpired:
-        return {"_error": f"timed out after {timeout:.0f} s"}
+    except subprocess.TimeoutExpired as exc:
+        partial = partial_result(exc.stdout)
+        partial["_error"] = f"timed out after {timeout:.0f} s"
+        return partial
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     if not lines:
         return {"_error": f"exit {p.returncode}: {p.stderr[-1500:]}"}
     data = json.loads(lines[-1])
     data["_wall_s"] = time.monotonic() - t0
     return data  # type: ignore[no-any-return]
+
+
+def partial_result(stdout: str | bytes | None) -> dict[str, Any]:
+    """The slots a child finished before it was stopped: its last complete JSON line ({} if
+    none)."""
+    if isinstance(stdout, bytes):
+        stdout = stdout.decode(errors="replace")
+    for ln in reversed((stdout or "").splitlines()):
+        if ln.startswith("{"):
+            try:
+                data = json.loads(ln)
+            except ValueError:
+                continue  # cut mid-line
+            if isinstance(data, dict):
+                return data
+    return {}
 
 
 REPEATED = ("eager_heuristic", "eager_benchmark", "convdoctor")
@@ -605,6 +665,12 @@ def main() -> int:
     ap.add_argument("--repeats", default=os.environ.get("RT_REPEATS", "1"),
                     help="run the eager and convdoctor processes this many times, alternating "
                          "order; medians and spreads are reported (env RT_REPEATS; default 1)")
+    ap.add_argument("--variants", default=os.environ.get("RT_VARIANTS", ""),
+                    help="comma-separated variants to run, in this order (default: all of "
+                         + ", ".join(VARIANTS) + "; env RT_VARIANTS)")
+    ap.add_argument("--total-s", type=float, default=float(os.environ.get("RT_TOTAL_S", "0")),
+                    help="stop every variant process by this many seconds after the start (0: no "
+                         "limit; env RT_TOTAL_S); a stopped variant keeps the slots it finished")
     ap.add_argument("--first-step-child", default=None)
     ap.add_argument("--variant-child", default=None)
     ap.add_argument("--cl", default="auto")
@@ -630,6 +696,12 @@ def main() -> int:
         return 2
     if args.rounds < 1:
         print("--rounds must be >= 1", file=sys.stderr)
+        return 2
+    args.only = [v for v in args.variants.split(",") if v]
+    unknown = [v for v in args.only if v not in VARIANTS]
+    if unknown:
+        print(f"--variants/RT_VARIANTS: unknown {', '.join(unknown)}; have {', '.join(VARIANTS)}",
+              file=sys.stderr)
         return 2
     avail = available_cpus()
     try:
@@ -662,13 +734,21 @@ def main() -> int:
     if not args.skip_overhead:
         results["overhead"] = overhead(dev)
         path.write_text(json.dumps(results, indent=2, default=str))
-    variants = [v for v in VARIANTS if not (v == "eager_benchmark" and dev != "cuda")
+    variants = [v for v in (args.only or VARIANTS)
+                if not (v == "eager_benchmark" and dev != "cuda")
                 and not (v == "compile" and not args.compile)]
     runs: dict[str, list[dict[str, Any]]] = {}
     for r, variant in run_plan(variants, repeats):
+        timeout = args.variant_timeout
+        if args.total_s:
+            left = args.total_s - (time.monotonic() - t_start) - 10
+            if left < 30:
+                runs.setdefault(variant, []).append(
+                    {"_run": r, "_error": f"not started: {max(0.0, left):.0f} s of --total-s left"})
+                continue
+            timeout = min(timeout, left)
         # Later convdoctor runs do not tune: the database from run 0, the same routes.
-        data = run_variant(variant, args, args.variant_timeout,
-                           time_budget=None if r == 0 else 0.0)
+        data = run_variant(variant, args, timeout, time_budget=None if r == 0 else 0.0)
         data["_run"] = r
         runs.setdefault(variant, []).append(data)
         assemble(results, runs)

@@ -9,7 +9,10 @@ stock eager twin (heuristics) interleaved with the optimized model (RT_ROUNDS ro
 the fair heuristic baseline, since these steps are often host-bound and host-bound steps time
 differently from process to process. RT_REPEATS=2 runs the eager and convdoctor processes twice in
 alternating order and reports medians and spreads (adds roughly a minute on the H100; default 1).
-RT_FIRST_STEP=0 skips the ResNet-50 time-to-first-step run, RT_OVERHEAD=0 the per-call overhead.
+RT_VARIANTS picks variants (e.g. eager_heuristic,compile), RT_TOTAL_S stops every variant by
+that many seconds (a stopped variant keeps the slots it finished), RT_DB names the tuning database
+(default: $OUT/tuning.sqlite3). RT_FIRST_STEP=0 skips the ResNet-50 time-to-first-step run,
+RT_OVERHEAD=0 the per-call overhead.
 Writes $OUT/runtime_bench.json and $OUT/runtime_e2e.log; prints the table last. Run from the repo
 root:
 
@@ -36,6 +39,8 @@ sys.argv = [str(ROOT / "benchmarks" / "bench_optimize.py"), "--device", "cuda", 
             "--cpus", os.environ.get("RT_CPUS", "4"),
             "--repeats", os.environ.get("RT_REPEATS", "1"),
             "--rounds", os.environ.get("RT_ROUNDS", "5")]
+if os.environ.get("RT_DB"):
+    sys.argv += ["--db", os.environ["RT_DB"]]
 if os.environ.get("RT_FIRST_STEP", "1") == "0":
     sys.argv.append("--skip-first-step")
 if os.environ.get("RT_OVERHEAD", "1") == "0":

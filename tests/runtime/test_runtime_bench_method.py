@@ -186,3 +186,53 @@ def test_process_facts_counts_this_process_threads_and_children() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_partial_result_keeps_the_last_complete_line_of_a_stopped_child() -> None:
+    out = ('noise\n{"a": {"train": {"ms": 1.0}}}\n'
+           '{"a": {"train": {"ms": 1.0}, "inference": {"ms": 0.5}}}\n{"a": {"tr')
+    assert B.partial_result(out) == {"a": {"train": {"ms": 1.0}, "inference": {"ms": 0.5}}}
+    assert B.partial_result(out.encode()) == B.partial_result(out)
+    assert B.partial_result(None) == {}
+    assert B.partial_result("no json here\n") == {}
+
+
+def test_stopped_variant_child_reports_its_finished_slots(tmp_path: Path) -> None:
+    """A real child process that prints a slot and then hangs: run_variant stops it at the
+    timeout and keeps the printed slot, with the timeout as the variant's error."""
+    script = tmp_path / "child.py"
+    script.write_text('import json, time\nprint(json.dumps({"c": {"train": {"ms": 2.0}}}),'
+                      ' flush=True)\ntime.sleep(60)\n')
+
+    class Args:
+        device = "cpu"
+        configs = "c"
+        db = "x"
+        steps = 1
+        budget = 0.1
+        rounds = 1
+        time_budget = 1.0
+        compile: list[str] = []
+        no_twin = True
+        cpu_list = None
+
+    real = B.sys.executable
+    try:
+        # run_variant runs `sys.executable bench_optimize.py ...`: point it at a fake child.
+        B.sys.executable = str(tmp_path / "py")
+        (tmp_path / "py").write_text(f'#!/bin/sh\nexec {real} {script}\n')
+        (tmp_path / "py").chmod(0o755)
+        data = B.run_variant("compile", Args(), timeout=3.0)
+    finally:
+        B.sys.executable = real
+    assert data["c"] == {"train": {"ms": 2.0}}
+    assert "timed out" in data["_error"]
+
+
+def test_variants_option_rejects_unknown_names() -> None:
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_optimize.py"),
+                        "--device", "cpu", "--variants", "eager_heuristic,fast"],
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+    assert p.returncode == 2
+    assert "unknown fast" in p.stderr
