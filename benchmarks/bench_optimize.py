@@ -274,6 +274,9 @@ def variant_child(variant: str, args: argparse.Namespace) -> dict[str, Any]:
             continue
         for train in (True, False):
             mode = "train" if train else "inference"
+            if args.modes and mode not in args.modes:
+                slots_left -= 1
+                continue
             slots = slots_left        # this slot and the ones after it share what is left
             slots_left -= 1
             res: dict[str, Any] = {}
@@ -359,7 +362,8 @@ def run_variant(variant: str, args: argparse.Namespace, timeout: float,
     cmd = [sys.executable, str(Path(__file__).resolve()), "--variant-child", variant,
            "--device", args.device, "--configs", args.configs, "--db", args.db,
            "--steps", str(args.steps), "--budget", str(args.budget), "--rounds", str(args.rounds),
-           "--time-budget", str(tb), "--compile", ",".join(args.compile)]
+           "--time-budget", str(tb), "--compile", ",".join(args.compile),
+           "--modes", ",".join(args.modes)]
     if args.no_twin:
         cmd.append("--no-twin")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
@@ -374,6 +378,9 @@ def run_variant(variant: str, args: argparse.Namespace, timeout: float,
     except subprocess.TimeoutExpired as exc:
         partial = partial_result(exc.stdout)
         partial["_error"] = f"timed out after {timeout:.0f} s"
+        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr
+        if err:
+            partial["_stderr_tail"] = err[-1500:]
         return partial
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     if not lines:
@@ -671,11 +678,18 @@ def main() -> int:
     ap.add_argument("--total-s", type=float, default=float(os.environ.get("RT_TOTAL_S", "0")),
                     help="stop every variant process by this many seconds after the start (0: no "
                          "limit; env RT_TOTAL_S); a stopped variant keeps the slots it finished")
+    ap.add_argument("--modes", default=os.environ.get("RT_MODES", "train,inference"),
+                    help="comma-separated modes to run: train, inference (env RT_MODES)")
     ap.add_argument("--first-step-child", default=None)
     ap.add_argument("--variant-child", default=None)
     ap.add_argument("--cl", default="auto")
     args = ap.parse_args()
     args.compile = [c for c in args.compile.split(",") if c]
+    args.modes = [m for m in args.modes.split(",") if m]
+    if any(m not in ("train", "inference") for m in args.modes):
+        print(f"--modes/RT_MODES {','.join(args.modes)!r}: expected train and/or inference",
+              file=sys.stderr)
+        return 2
     if args.first_step_child:
         first_step_child(args.first_step_child, args.db, args.cl)
         return 0

@@ -215,6 +215,7 @@ def test_stopped_variant_child_reports_its_finished_slots(tmp_path: Path) -> Non
         compile: list[str] = []
         no_twin = True
         cpu_list = None
+        modes = ["train"]
 
     real = B.sys.executable
     try:
