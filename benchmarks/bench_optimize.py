@@ -675,7 +675,7 @@ def main() -> int:
     ap.add_argument("--variants", default=os.environ.get("RT_VARIANTS", ""),
                     help="comma-separated variants to run, in this order (default: all of "
                          + ", ".join(VARIANTS) + "; env RT_VARIANTS)")
-    ap.add_argument("--total-s", type=float, default=float(os.environ.get("RT_TOTAL_S", "0")),
+    ap.add_argument("--total-s", type=float, default=os.environ.get("RT_TOTAL_S", "0"),
                     help="stop every variant process by this many seconds after the start (0: no "
                          "limit; env RT_TOTAL_S); a stopped variant keeps the slots it finished")
     ap.add_argument("--modes", default=os.environ.get("RT_MODES", "train,inference"),

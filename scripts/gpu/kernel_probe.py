@@ -8,7 +8,11 @@ PyTorch's paths), the convolution on PLACEMENTS different buffer sets (separate 
 spacers between, so the addresses differ), CUDA events over 50 calls after a warm-up, and records
 the CUDA kernels one call launches (torch.profiler: name, grid, block, registers, shared memory).
 A PATH `sources:<plan name>` builds that plan name from each source (heuristic modes A, B,
-FALLBACK, engine enumeration; plan cache cleared between) and times each. Plain code, no tuner.
+FALLBACK, engine enumeration; plan cache cleared between) and times each. The PATH `all` builds
+every plan the listing reaches (heuristic modes and wide engine/knob enumeration) and records each
+one's time and kernel names; with `benchmark` also given, the plans launching a kernel that
+benchmark=True's choice launches are printed (session 23: is benchmark's engine reachable through
+cudnn-frontend at all?). Plain code, no tuner.
 
     python scripts/gpu/kernel_probe.py PROBLEM_KEY PROCS PATH [PATH ...]
 
@@ -100,6 +104,29 @@ def _sources(p: Any, name: str) -> dict[str, Any]:
     return found
 
 
+def _all_plans(p: Any) -> dict[str, Any]:
+    """Every plan the listing builds (modes A, B, FALLBACK, then up to 120 enumerated ones within
+    30 s): its time (us, one batch of CALLS) and kernel names."""
+    import torch
+
+    from convdoctor.tune.gpu import cudnn_plan as cp
+
+    listing = cp.enumerate_plans(p, max_extra=120, time_budget_s=30.0, probe=False,
+                                 build_budget_s=45.0)
+    found: dict[str, Any] = {"_listing": listing.summary()}
+    for info in listing.built():
+        try:
+            plan = cp.ConvPlan.build(p, info.name)
+            rec = _run_plan(p, plan)
+            found[info.name] = {"us": rec["us"][0], "kernels": sorted(
+                {k.split(" grid=")[0] for k in rec["kernels"]})}
+        except Exception as exc:  # noqa: BLE001 - a probe reports, never stops
+            found[info.name] = {"error": f"{type(exc).__name__}: {exc}"[:200]}
+        cp.clear_cache()
+        torch.cuda.empty_cache()
+    return found
+
+
 def _time(fn: Any) -> float:
     from probe_timing import event_us
 
@@ -131,6 +158,12 @@ def child(problem_key: str, paths: list[str]) -> dict[str, Any]:
                            "paths": {}}
     for path in paths:
         rec: dict[str, Any] = {}
+        if path == "all":
+            try:
+                out["paths"][path] = _all_plans(p)
+            except Exception as exc:  # noqa: BLE001
+                out["paths"][path] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            continue
         if path.startswith("sources:"):
             try:
                 out["paths"][path] = _sources(p, path[len("sources:"):])
@@ -177,7 +210,20 @@ def main() -> int:
             continue
         r = json.loads(line[0][7:])
         res.append(r)
+        bench_kernels = {k.split(" grid=")[0] for k in
+                         r["paths"].get("benchmark", {}).get("kernels", [])
+                         if not k.startswith("Memset")}
         for path, rec in r["paths"].items():
+            if path == "all":
+                print(f"process {i} all: listing {rec.get('_listing', rec.get('error'))}",
+                      flush=True)
+                plans = {n: v for n, v in rec.items() if not n.startswith("_")}
+                for n, v in sorted(plans.items(), key=lambda kv: kv[1].get("us") or 1e9):
+                    same = bench_kernels & set(v.get("kernels", []))
+                    print(f"process {i} all {n[:60]:60s} us {v.get('us')} "
+                          f"{'SHARES benchmark kernel ' + str(sorted(same)) if same else ''}"
+                          f"{v.get('error', '')}", flush=True)
+                continue
             if path.startswith("sources:"):
                 for tag, v in rec.items():
                     print(f"process {i} {path[:50]} {tag}: {v}", flush=True)
