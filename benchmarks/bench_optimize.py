@@ -223,36 +223,24 @@ def process_facts() -> dict[str, Any]:
     return facts
 
 
-def compile_wide() -> list[int] | None:
+def compile_wide() -> tuple[list[int], list[int]] | None:
     """For torch.compile's compilation (lazy: it runs in the first step) let this thread and the
     compile workers it starts use every core the parent had (env RT_COMPILE_CPUS, set by the
     parent), not only the cores the timed steps are pinned to: max-autotune compiles and times
     many kernels, and 4 cores would make its compile time, not its step time, the figure. Returns
-    the cores, or None where there is nothing to widen."""
+    (the cores now, the pinned cores to go back to), or None where there is nothing to widen."""
     spec = os.environ.get("RT_COMPILE_CPUS", "")
     if not spec or not hasattr(os, "sched_setaffinity"):
         return None
     try:
         wide = [int(c) for c in spec.split(",")]
-        _PINNED.append(sorted(os.sched_getaffinity(0)))
+        pinned = sorted(os.sched_getaffinity(0))
         os.sched_setaffinity(0, wide)
         import torch._inductor.config as inductor_config
         inductor_config.compile_threads = len(wide)
     except (ValueError, OSError, ImportError, AttributeError):
         return None
-    return wide
-
-
-_PINNED: list[list[int]] = []
-
-
-def compile_narrow() -> None:
-    """Back to the pinned cores for the timed steps (see compile_wide)."""
-    if _PINNED:
-        try:
-            os.sched_setaffinity(0, _PINNED.pop())
-        except OSError:
-            pass
+    return wide, pinned
 
 
 def variant_child(variant: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -328,8 +316,12 @@ def variant_child(variant: str, args: argparse.Namespace) -> dict[str, Any]:
                 sync(dev)
                 res["setup_and_first_step_s"] = time.monotonic() - t0
                 if variant == "compile":
-                    res["compile_cpus"] = len(wide) if wide else None
-                    compile_narrow()
+                    res["compile_cpus"] = len(wide[0]) if wide else None
+                    if wide:  # back to the pinned cores for the timed steps
+                        try:
+                            os.sched_setaffinity(0, wide[1])
+                        except OSError:
+                            pass
                 steps = {variant: step}
                 if twin_step is not None:
                     res["process_after_optimize"] = process_facts()
