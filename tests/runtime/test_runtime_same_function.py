@@ -222,10 +222,12 @@ def test_same_function_gpu(name: str, route: str, channels_last: bool) -> None:
         torch.backends.cudnn.allow_tf32 = prev
 
 
-def _plan_route(m: nn.Module, x: torch.Tensor) -> S.Site:
-    """Route `m` through cuDNN plans (the heuristic plan of each direction)."""
+def _plan_route(m: nn.Module, x: torch.Tensor, dual: bool = False) -> S.Site:
+    """Route `m` through cuDNN plans (the heuristic plan of each direction; `dual`: fprop and dgrad
+    through the heuristic plan of their dual problem, `cudnn-dual:`)."""
     from convdoctor.runtime.optimizer import problems_for
-    from convdoctor.runtime.plans import PlanExec
+    from convdoctor.runtime.plans import DualPlanExec, PlanExec
+    from convdoctor.tune.gpu import policy
     from convdoctor.tune.gpu.cudnn_plan import ConvPlan
 
     site = S.install(m, "m", "cuda")
@@ -237,8 +239,14 @@ def _plan_route(m: nn.Module, x: torch.Tensor) -> S.Site:
     probs = problems_for(rec, True)
     chains = {}
     for d in S.DIRS:
-        plan = ConvPlan.build(probs[d])
-        chains[d] = S.build_chain([PlanExec("cudnn:" + plan.name, probs[d], plan)], "cuda")
+        twin = policy.dual_problem(probs[d]) if dual else None
+        if twin is not None:
+            plan = ConvPlan.build(twin)
+            ex: object = DualPlanExec(policy.dual_key(plan.name), probs[d], plan)
+        else:
+            plan = ConvPlan.build(probs[d])
+            ex = PlanExec("cudnn:" + plan.name, probs[d], plan)
+        chains[d] = S.build_chain([ex], "cuda")
     site.routes[rec["key"]] = S.Route(chains)
     return site
 
@@ -267,6 +275,41 @@ def test_cudnn_plan_same_function_gpu(name: str, dtype: torch.dtype, channels_la
                torch.bfloat16: (1e-1, 5e-2)}[dtype]
         for a, b in zip(ref, got, strict=True):
             torch.testing.assert_close(b.float(), a.float(), atol=tol[0], rtol=tol[1])
+    finally:
+        torch.backends.cudnn.allow_tf32 = prev
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["bias", "no_bias", "groups", "depthwise", "dilation",
+                                  "same_even_asym", "reflect", "conv1d_same"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "cl"])
+def test_cudnn_dual_plan_same_function_gpu(name: str, dtype: torch.dtype,
+                                           channels_last: bool) -> None:
+    """fprop and dgrad run as the other direction of their dual problem (weight flipped and
+    channel-swapped per call) compute PyTorch's outputs and gradients."""
+    pytest.importorskip("cudnn")
+    prev = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        torch.manual_seed(0)
+        m = CASES[name]().to("cuda", dtype)
+        x = _input(m, "cuda", channels_last, dtype)
+        ref = grads_of(m, x)
+        site = _plan_route(m, x, dual=True)
+        got = grads_of(m, x)
+        with torch.no_grad():
+            got_nograd = m(x)
+        used = {d: site.routes[next(iter(site.routes))].current(i).key
+                for i, d in enumerate(S.DIRS)}
+        S.uninstall(m)
+        assert used["fprop"].startswith("cudnn-dual:"), used  # no silent fallback
+        assert used["dgrad"].startswith("cudnn-dual:"), used
+        tol = {torch.float32: (1e-4, 1e-3), torch.float16: (2e-2, 2e-2),
+               torch.bfloat16: (1e-1, 5e-2)}[dtype]
+        for a, b in zip(ref, got, strict=True):
+            torch.testing.assert_close(b.float(), a.float(), atol=tol[0], rtol=tol[1])
+        torch.testing.assert_close(got_nograd.float(), ref[0].float(), atol=tol[0], rtol=tol[1])
     finally:
         torch.backends.cudnn.allow_tf32 = prev
 

@@ -322,3 +322,52 @@ def test_refinement_learns_knob_numbers_and_its_plans_rebuild_by_name(backend) -
         r.close()
     backend.release(None)
     torch.cuda.synchronize()
+
+
+@pytest.mark.parametrize("text", [
+    "dgrad n=4 c=32 h=14 w=14 k=48 r=3 s=3 pad=1 dtype=float32",
+    "dgrad n=4 c=64 h=14 w=14 k=64 r=3 s=3 pad=1 groups=64 dtype=float16 layout=nhwc",
+    "dgrad n=2 c=64 w=49 k=64 s=16 pad_pre=8 pad_post=7 groups=4 dtype=float32",
+    "fprop n=4 c=32 h=14 w=14 k=48 r=3 s=3 pad_pre=0,1 pad_post=2,1 dil=2 dtype=bfloat16 "
+    "layout=nhwc",
+])
+def test_dual_plan_runner_is_correct(backend, text: str) -> None:
+    """A `cudnn-dual:` candidate (the dual problem's plan, the weight transformed inside the run)
+    passes the float64 check with a poisoned output, and times."""
+    from convdoctor.tune.backend import Candidate
+    from convdoctor.tune.gpu import policy
+    from convdoctor.tune.gpu.cudnn_plan import ConvPlan
+
+    p = P(text)
+    dual = policy.dual_problem(p)
+    assert dual is not None
+    plan = ConvPlan.build(dual)
+    runner = backend.prepare(p, Candidate(policy.dual_key(plan.name), "cuda",
+                                          plan.workspace_bytes))
+    runner.warmup()
+    c = runner.check()
+    assert c.ok, c.detail
+    ts = runner.time(5, slot=1)
+    assert len(ts) == 5 and all(t > 0 for t in ts)
+    runner.close()
+
+
+def test_listing_offers_dual_plans_that_run(backend) -> None:
+    """The full listing of a stride-1 depthwise dgrad records its dual listing; every dual plan it
+    offers builds by name and is correct (whether any is offered is the hardware's answer)."""
+    from convdoctor.tune.gpu import policy
+
+    p = P("dgrad n=8 c=96 h=28 w=28 k=96 r=3 s=3 pad=1 groups=96 dtype=float32")
+    cands = backend.candidates(p)
+    rec = backend.listing_info().get("dual")
+    assert rec is not None and "error" not in rec, rec
+    duals = [c for c in cands if c.key.startswith(policy.DUAL_PREFIX)]
+    assert [k for k, _us in rec["kept"]] == [c.key for c in duals]
+    for c in duals[:2]:
+        r = backend.prepare(p, c)
+        r.warmup()
+        assert r.check().ok
+        r.close()
+    strided = P("dgrad n=8 c=96 h=28 w=28 k=96 r=3 s=3 stride=2 pad=1 dtype=float32")
+    assert not [c for c in backend.candidates(strided) if c.key.startswith(policy.DUAL_PREFIX)]
+    assert "dual" not in backend.listing_info()

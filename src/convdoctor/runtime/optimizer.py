@@ -573,6 +573,15 @@ def plan_penalty(train: bool) -> float:
 UNROUTED_KEYS = ("torch:benchmark",)
 
 
+DUAL_PREFIX = "cudnn-dual:"  # = convdoctor.tune.gpu.policy.DUAL_PREFIX
+
+
+def _is_plan(key: str) -> bool:
+    """Run by a cudnn-frontend plan (= convdoctor.tune.gpu.policy.is_plan_key, without importing
+    the GPU backend's modules here)."""
+    return key.startswith(("cudnn:", DUAL_PREFIX))
+
+
 def _ranked_keys(result: Any, transposed: bool, plan_penalty_s: float = PLAN_PENALTY_S
                  ) -> list[str]:
     """Correct, measured candidates by time (what the tuner ranked them by, `rank_s`: the time at a
@@ -583,10 +592,10 @@ def _ranked_keys(result: Any, transposed: bool, plan_penalty_s: float = PLAN_PEN
     ok = [s for s in getattr(result, "candidates", []) if s.status == "ok"
           and s.median_s is not None and (s.correctness is None or s.correctness.ok)
           and s.candidate.key not in UNROUTED_KEYS
-          and not (transposed and s.candidate.key.startswith("cudnn:"))]
+          and not (transposed and _is_plan(s.candidate.key))]
 
     def cost(s: Any) -> tuple[float, int]:
-        pen = plan_penalty_s if s.candidate.key.startswith("cudnn:") else 0.0
+        pen = plan_penalty_s if _is_plan(s.candidate.key) else 0.0
         t = getattr(s, "rank_s", None)
         return ((s.median_s if t is None else t) + pen,
                 0 if win is not None and s.candidate.key == win.key else 1)
@@ -602,7 +611,7 @@ def _ranked_keys(result: Any, transposed: bool, plan_penalty_s: float = PLAN_PEN
             ok.insert(0, ok.pop(wi))
     keys = [s.candidate.key for s in ok]
     if not keys and win is not None and win.key not in UNROUTED_KEYS and not (
-            transposed and win.key.startswith("cudnn:")):
+            transposed and _is_plan(win.key)):
         keys = [win.key]
     return keys
 
@@ -618,13 +627,14 @@ def _baseline(result: Any) -> tuple[str, float | None]:
 def _executors(keys: list[str], problem: Any, dev: str, notes: list[str]) -> list[Any]:
     out: list[Any] = []
     for key in keys:
-        if key.startswith("cudnn:"):
+        if _is_plan(key):
             if dev != "cuda":
                 continue
             try:
-                from .plans import PlanExec
+                from .plans import DualPlanExec, PlanExec
 
-                out.append(PlanExec.build(key, problem))
+                cls = DualPlanExec if key.startswith(DUAL_PREFIX) else PlanExec
+                out.append(cls.build(key, problem))
             except Exception as exc:  # noqa: BLE001 - a plan that does not build is skipped
                 notes.append(f"{key} for {problem.short()} not used: {type(exc).__name__}: {exc}")
             continue

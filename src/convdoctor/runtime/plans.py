@@ -97,6 +97,72 @@ class PlanExec:
         return f"PlanExec({self.key!r}, {self.direction})"
 
 
+class DualPlanExec(PlanExec):
+    """`cudnn-dual:<plan>`: a stride-1 fprop or dgrad run by a plan of its dual problem (the other
+    direction, `convdoctor.tune.gpu.policy.dual_problem`) on the caller's own input and output,
+    with the weight flipped and channel-swapped first by one gather (`convdoctor.tune.xform`), as
+    the tuner timed it."""
+
+    def __init__(self, key: str, problem: Any, plan: Any) -> None:
+        from ..tune import xform
+        from ..tune.gpu import policy
+
+        super().__init__(key, problem, plan)
+        dual = plan.problem
+        self._wt_shape = tuple(dual.w_shape())
+        self._wt_strides = tuple(policy.logical_strides(dual, "w"))
+        self._index = xform.weight_index(problem.w_shape(), self._strides["w"], self._wt_strides,
+                                         problem.groups, device=f"cuda:{plan.device}")
+
+    @classmethod
+    def build(cls, key: str, problem: Any) -> DualPlanExec:
+        from ..tune.gpu import policy
+        from ..tune.gpu.cudnn_plan import ConvPlan
+
+        name = policy.dual_plan_name_of(key)
+        dual = policy.dual_problem(problem)
+        if name is None or dual is None:
+            raise ValueError(f"{key} does not apply to {problem.short()} (a cudnn-dual plan runs "
+                             "stride-1 fprop and dgrad only)")
+        return cls(key, problem, ConvPlan.build(dual, name))
+
+    def _weight(self, w: torch.Tensor) -> torch.Tensor:
+        from ..tune import xform
+
+        w = self._fit("w", w)
+        wt = torch.empty_strided(self._wt_shape, self._wt_strides, dtype=w.dtype, device=w.device)
+        return xform.transform(w, self._index, wt)
+
+    def fprop(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
+              a: ConvArgs) -> torch.Tensor:
+        if self.direction != "fprop":
+            raise RuntimeError(f"cudnn plan {self.key} runs {self.direction}, not fprop")
+        x = self._fit("x", x)
+        y = self._out("y", x)
+        self._run(x, self._weight(w), y)
+        if b is not None:
+            y.add_(b.view(1, -1, *([1] * self.problem.ndim)))
+        return y
+
+    def backward(self, gy: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
+                 bias_sizes: list[int] | None, a: ConvArgs, mask: tuple[bool, bool, bool]
+                 ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+        if mask[1] or self.direction != "dgrad":
+            raise RuntimeError(f"cudnn plan {self.key} runs {self.direction} only")
+        gx = gb = None
+        if mask[0]:
+            dy = self._fit("dy", gy)
+            gx = self._out("dx", dy)
+            self._run(dy, self._weight(w), gx)
+        if mask[2]:
+            gb = gy.sum(dim=self._bias_dims)
+        return gx, None, gb
+
+    def describe(self) -> str:
+        return (f"{self.key} (cuDNN {self.plan.problem.direction} plan of the dual problem, "
+                f"workspace {self.plan.workspace_bytes} B)")
+
+
 def _raw_stream(device: int | None) -> int:
     """The current CUDA stream of `device` as a raw pointer. `torch.cuda.current_stream()` builds
     a Stream object (6.4 us per call on the H100 host, a third of a small layer's plan call);

@@ -36,6 +36,8 @@ from .result import BASELINE_KEYS, CPU_BASELINE_KEYS
 
 TWIN_PREFIX = "twin:"  # = convdoctor.tune.gpu.policy.TWIN_PREFIX (no torch import here)
 CUDNN_PREFIX = "cudnn:"  # = convdoctor.tune.gpu.policy.CUDNN_PREFIX
+# plans a runner builds by name (= convdoctor.tune.gpu.policy.PLAN_PREFIXES)
+PLAN_PREFIXES = (CUDNN_PREFIX, "cudnn-dual:")
 
 # The PyTorch and referee arms only time paths chosen elsewhere: no knob refinement there (it
 # would run cuDNN plans in those processes before PyTorch's paths are timed, and cost time).
@@ -141,7 +143,7 @@ class _Restricted:
         # offered by name, and its runner builds it by name (session 10: four referee rows had
         # no tuned time before this).
         for k in sorted(self.keys):
-            if k in by or k.startswith(TWIN_PREFIX) or not k.startswith(CUDNN_PREFIX):
+            if k in by or k.startswith(TWIN_PREFIX) or not k.startswith(PLAN_PREFIXES):
                 continue
             by[k] = Candidate(k, self.name, 0, False, ("not in this process's listing: built by "
                                                        "its name",))
@@ -149,7 +151,7 @@ class _Restricted:
         # "twin:<key>": <key> again, in the process of PyTorch's heuristic path (GPU backend)
         for k in sorted(self.keys):
             inner = k[len(TWIN_PREFIX):]
-            if k.startswith(TWIN_PREFIX) and (inner in by or inner.startswith(CUDNN_PREFIX)):
+            if k.startswith(TWIN_PREFIX) and (inner in by or inner.startswith(PLAN_PREFIXES)):
                 c = by.get(inner) or Candidate(inner, self.name, 0, False,
                                                ("not in this process's listing: built by its "
                                                 "name",))

@@ -4,6 +4,9 @@ Candidates for a problem:
 - `cudnn:<plan name>`: every cuDNN engine configuration cudnn-frontend reaches (heuristic modes A, B,
   FALLBACK, plus bounded engine/knob enumeration), filtered by the numerical notes the math mode
   and determinism forbid (`policy.note_filter`);
+- `cudnn-dual:<plan name>`: a stride-1 fprop or dgrad run as a plan of the other direction of its
+  dual problem (`policy.dual_problem`) with the weight flipped and channel-swapped per call
+  (`convdoctor.tune.xform`, timed with the plan), offered when quick times put it near the best;
 - `torch:benchmark`: what PyTorch's `cudnn.benchmark=True` picks in this process, then timed;
 - `torch:heuristic`: PyTorch with benchmark off (cuDNN heuristics);
 - `torch:cudnn-off`: PyTorch with cuDNN disabled (its native CUDA kernels);
@@ -274,15 +277,20 @@ class CudnnPlanRunner(_Runner):
     def __init__(self, backend: CudaBackend, problem: ConvProblem, candidate: Candidate) -> None:
         from .cudnn_plan import ConvPlan
 
-        name = policy.plan_name_of(candidate.key)
-        if name is None:
-            raise CandidateUnsupported(f"{candidate.key} is not a cuDNN plan key")
+        plan_problem, name = self._plan_of(problem, candidate)
         try:
-            self.plan = ConvPlan.build(problem, name, device=backend.device)
+            self.plan = ConvPlan.build(plan_problem, name, device=backend.device)
         except (LookupError, RuntimeError, ValueError) as exc:
             raise CandidateUnsupported(str(exc)) from None
         super().__init__(backend, problem, candidate)
         self._ws_views = self._workspaces()
+
+    @staticmethod
+    def _plan_of(problem: ConvProblem, candidate: Candidate) -> tuple[ConvProblem, str]:
+        name = policy.plan_name_of(candidate.key)
+        if name is None:
+            raise CandidateUnsupported(f"{candidate.key} is not a cuDNN plan key")
+        return problem, name
 
     def _workspaces(self) -> list[Any]:
         """One workspace per placement, at different addresses inside one buffer (see
@@ -310,6 +318,47 @@ class CudnnPlanRunner(_Runner):
 
     def close(self) -> None:
         self._ws_views = [None]
+        super().close()
+
+
+class DualPlanRunner(CudnnPlanRunner):
+    """`cudnn-dual:<plan>`: a plan of the problem's dual (`policy.dual_problem`) on the problem's
+    own input and output buffers, with the weight transformed first (`convdoctor.tune.xform`): the
+    transform runs inside every timed call, as `optimize` pays it per call."""
+
+    @staticmethod
+    def _plan_of(problem: ConvProblem, candidate: Candidate) -> tuple[ConvProblem, str]:
+        name = policy.dual_plan_name_of(candidate.key)
+        dual = policy.dual_problem(problem)
+        if name is None or dual is None:
+            raise CandidateUnsupported(f"{candidate.key}: no dual problem for {problem.short()} "
+                                       "(stride-1 fprop and dgrad only)")
+        return dual, name
+
+    def __init__(self, backend: CudaBackend, problem: ConvProblem, candidate: Candidate) -> None:
+        from .. import xform
+        from .cudnn_plan import empty_for
+
+        super().__init__(backend, problem, candidate)
+        dual = self.plan.problem
+        dev = f"cuda:{self.device}"
+        # one transformed-weight buffer per placement, like the workspaces
+        self._wts = [empty_for(dual, "w", dev) for _ in range(max(1, self.placements))]
+        self._index = xform.weight_index(problem.w_shape(), policy.logical_strides(problem, "w"),
+                                         policy.logical_strides(dual, "w"), problem.groups,
+                                         device=dev)
+
+    def run(self) -> Any:
+        import torch
+
+        from .. import xform
+
+        wt = xform.transform(self.b, self._index, self._wts[self._cur % len(self._wts)])
+        return self.plan.execute(self.a, wt, self.out, workspace=self.workspace,
+                                 stream=torch.cuda.current_stream(), check=False)
+
+    def close(self) -> None:
+        self._wts = [None]
         super().close()
 
 
@@ -394,6 +443,12 @@ class GemmRunner(TorchRunner):
             if p.direction == "dgrad":
                 return gemm.dgrad(self.a, self.b, p.spatial, p.stride, channels_last=self.cl)
             return gemm.wgrad(self.a, self.b, p.stride, channels_last=self.cl)
+
+
+# A dual plan is offered when its quick time (without the weight transform) is within this of the
+# fastest quick time of the problem's own and dual plans; at most DUAL_KEEP of them.
+DUAL_BAND = 0.10
+DUAL_KEEP = 6
 
 
 def refine_args_from_env() -> dict[str, Any]:
@@ -492,6 +547,9 @@ class CudaBackend:
         # where the knob walks start and how far they go (refine.refine's max_seeds, seed_band,
         # rounds): CONVDOCTOR_CUDNN_REFINE_SEEDS / _BAND / _ROUNDS; unset = refine's defaults
         self.refine_args = refine_args_from_env()
+        # `cudnn-dual:` candidates (stride-1 fprop/dgrad as the other direction of the dual
+        # problem): on unless CONVDOCTOR_CUDNN_DUAL=0
+        self.dual = env.get("CONVDOCTOR_CUDNN_DUAL", "1").strip() not in ("0", "no", "off")
         self.last_refinement: Any = None
         self.enumerate_engines = bool(enumerate_engines)
         self.max_extra = int(max_extra)
@@ -647,6 +705,65 @@ class CudaBackend:
                 notes += (f"one knob from {seed}: quick {ref.quick_us[p.name]:.1f} us vs "
                           f"{ref.quick_us[seed]:.1f} us",)
             out.append(Candidate(policy.cudnn_key(p.name), "cuda", p.workspace_bytes, det, notes))
+        if not lean:
+            out += self._dual_candidates(problem)
+        return out
+
+    def _dual_candidates(self, problem: ConvProblem) -> list[Candidate]:
+        """`cudnn-dual:` plans: the dual problem's plans (`policy.dual_problem`; stride-1 fprop
+        and dgrad), listed, quick-timed and knob-refined like the problem's own, and offered only
+        when their quick time (the plan alone) is within DUAL_BAND of the fastest plan of either
+        kind, at most DUAL_KEEP of them: the harness then times them with the weight transform
+        inside the call. The listing record (`dual` in `TuneResult.listing`) says what happened;
+        a failure here never costs the problem's own candidates."""
+        dual = policy.dual_problem(problem)
+        if dual is None or not self.dual:
+            return []
+        from ..backend import listing_step
+        from . import refine
+        from .cudnn_plan import enumerate_plans
+        from .placement import allocate
+
+        rec: dict[str, Any] = {"problem": dual.key()}
+        self.last_listing["dual"] = rec
+        try:
+            en = enumerate_plans(dual, device=self.device, enumerate_engines=self.enumerate_engines,
+                                 max_extra=self.max_extra, time_budget_s=self.enum_budget_s)
+            rec["enumeration"] = _summary(en)
+            listing_step("setup", "", "dual problem buffers and timer")
+            sets = allocate(dual, self.device, wanted=1).sets
+            timer = refine.event_timer(dual, sets[0])
+            budget = self.refine_budget_s if self.refine else 0.0
+            args = dict(self.refine_args)
+            if budget <= 0:  # quick times only: no knob walk
+                args["max_seeds"], args["rounds"] = 1, 1
+            res = refine.refine(dual, en, timer, device=self.device,
+                                budget_s=max(budget, 0.5), **args)
+            rec["refinement"] = _summary(res)
+        except Exception as exc:  # noqa: BLE001 - the dual only adds candidates
+            rec["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+            return []
+        quick = dict(res.quick_us)
+        if not quick:
+            rec["kept"] = []
+            return []
+        own = getattr(self.last_refinement, "quick_us", None) or {}
+        best_dual = min(quick.values())
+        best = min([best_dual, *own.values()])
+        rec["best_dual_us"] = round(best_dual, 2)
+        rec["best_own_us"] = round(min(own.values()), 2) if own else None
+        infos = {p.name: p for p in en.built()} | {p.name: p for p in res.plans}
+        ranked = sorted((n for n in quick if n in infos and quick[n] <= best * (1 + DUAL_BAND)),
+                        key=lambda n: (quick[n], n))[:DUAL_KEEP]
+        rec["kept"] = [[policy.dual_key(n), round(quick[n], 2)] for n in ranked]
+        out = []
+        for n in ranked:
+            p = infos[n]
+            det = "NONDETERMINISTIC" not in p.notes and "notes-unknown" not in p.notes
+            notes = (f"source={p.source}", f"dual {dual.direction} plan: weight flipped and "
+                     f"channel-swapped per call (timed); plan alone {quick[n]:.1f} us quick",
+                     *(x.lower() for x in p.notes))
+            out.append(Candidate(policy.dual_key(n), "cuda", p.workspace_bytes, det, notes))
         return out
 
     def _refined(self, problem: ConvProblem, en: Any) -> list[Any]:
@@ -726,6 +843,8 @@ class CudaBackend:
                 return self._heuristic_child().prepare(problem, replace(candidate, key=inner))
             if candidate.key.startswith(policy.CUDNN_PREFIX):
                 return CudnnPlanRunner(self, problem, candidate)
+            if candidate.key.startswith(policy.DUAL_PREFIX):
+                return DualPlanRunner(self, problem, candidate)
             if candidate.key == "torch:heuristic" and self.isolate_heuristic:
                 return self._heuristic_child().prepare(problem, candidate)
             runner: Any = (GemmRunner if candidate.key in policy.GEMM_KEYS else TorchRunner

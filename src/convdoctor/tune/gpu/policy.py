@@ -31,6 +31,11 @@ LAYOUT_KEYS = ("torch:heuristic+nhwc",)
 # A 1x1 convolution (no padding, one group) run as a matrix product by cuBLAS
 # (`convdoctor.tune.gemm`); the subsampling copy of a strided input is inside the timed run.
 GEMM_KEYS = ("torch:gemm",)
+# "cudnn-dual:<plan name>": a stride-1 fprop or dgrad run as the OTHER direction of its dual problem
+# (`dual_problem`) with the flipped, channel-swapped weight (`convdoctor.tune.xform`); the weight's
+# transform is a kernel inside the timed run.
+DUAL_PREFIX = "cudnn-dual:"
+PLAN_PREFIXES = (CUDNN_PREFIX, DUAL_PREFIX)
 # "twin:<key>": candidate <key> run in the torch:heuristic child process, so the bench referee can
 # compare a choice with PyTorch's heuristic path inside one process (never a tuning candidate)
 TWIN_PREFIX = "twin:"
@@ -96,6 +101,47 @@ def cudnn_key(plan_name: str) -> str:
 def plan_name_of(key: str) -> str | None:
     """The plan name inside a `cudnn:` candidate key, else None."""
     return key[len(CUDNN_PREFIX):] if key.startswith(CUDNN_PREFIX) else None
+
+
+def dual_key(plan_name: str) -> str:
+    return DUAL_PREFIX + plan_name
+
+
+def dual_plan_name_of(key: str) -> str | None:
+    """The plan name inside a `cudnn-dual:` candidate key, else None."""
+    return key[len(DUAL_PREFIX):] if key.startswith(DUAL_PREFIX) else None
+
+
+def is_plan_key(key: str) -> bool:
+    """A key run by a cuDNN plan through cudnn-frontend (`cudnn:` or `cudnn-dual:`)."""
+    return key.startswith(PLAN_PREFIXES)
+
+
+def dual_problem(problem: ConvProblem) -> ConvProblem | None:
+    """The problem whose other direction computes this one, or None when there is none.
+
+    At stride 1, the data gradient of a convolution is a forward convolution of dy with the weight
+    flipped in space and its channel axes swapped within each group, padded by d*(r-1)-pad on each
+    side (a transposed convolution is a convolution):
+        dx[i] = sum_t dy[i + pad_pre - t*d] w[t] = sum_t' dy[i - (d*(r-1) - pad_pre) + t'*d] w[r-1-t']
+    The map is its own inverse: a stride-1 fprop is the dgrad of its dual. So for a stride-1 fprop
+    or dgrad problem P the dual D has the other direction, c = P.k, k = P.c, spatial = P's output
+    spatial, the same kernel, dilation and groups, and padding d*(r-1) - P's padding; its inputs are
+    P's inputs (the weight transformed) and its output is P's output, same shapes and layout.
+    None for wgrad, a stride above 1, or padding above d*(r-1) (the dual would need negative
+    padding)."""
+    from dataclasses import replace
+
+    if problem.direction not in ("fprop", "dgrad") or any(s != 1 for s in problem.stride):
+        return None
+    span = [d * (r - 1) for d, r in zip(problem.dilation, problem.kernel, strict=True)]
+    pre = tuple(s - p for s, p in zip(span, problem.pad_pre, strict=True))
+    post = tuple(s - p for s, p in zip(span, problem.pad_post, strict=True))
+    if any(p < 0 for p in pre + post):
+        return None
+    return replace(problem, direction="dgrad" if problem.direction == "fprop" else "fprop",
+                   c=problem.k, k=problem.c, spatial=problem.out_spatial(), pad_pre=pre,
+                   pad_post=post)
 
 
 def dedupe(names: Iterable[str]) -> list[str]:
