@@ -101,7 +101,8 @@ def _plans(cudnn: Any, problem: Any, handle: Any, w_dims: list[int], w_strides: 
             y = torch.empty_strided(problem.y_shape(), policy.logical_strides(problem, "y"),
                                     device="cuda")
 
-            def run(g: Any = g, i: int = i, y: Any = y, ws: Any = ws) -> None:
+            def run(g: Any = g, i: int = i, y: Any = y, ws: Any = ws,
+                    t: dict[str, Any] = t) -> None:
                 g.execute_plan_at_index({t["x"]: x, t["w"]: wt, t["y"]: y}, ws, i,
                                         handle=handle)
 
