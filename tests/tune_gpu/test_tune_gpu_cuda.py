@@ -192,7 +192,7 @@ def test_tuning_problem_after_problem_keeps_no_memory(backend) -> None:
     the fix the H100 ran out of memory after a few problems and later ones got no winner)."""
     import torch
 
-    from convdoctor.tune.gpu import cudnn_plan
+    from convdoctor.tune.gpu import cudnn_plan, policy
     from convdoctor.tune.harness import tune_problem
 
     probs = [P("fprop n=16 c=64 h=56 w=56 k=64 r=3 s=3 pad=1"),
@@ -205,7 +205,9 @@ def test_tuning_problem_after_problem_keeps_no_memory(backend) -> None:
     for p in probs:
         r = tune_problem(p, backend=backend, db=None, budget_s=0.1, reuse=False)
         assert r.winner is not None, r.notes
-        assert {k[1] for k in cudnn_plan._PLANS} <= {p.key()}
+        # this problem's plans, and those of its dual problem (`cudnn-dual:` candidates)
+        dual = policy.dual_problem(p)
+        assert {k[1] for k in cudnn_plan._PLANS} <= {p.key()} | ({dual.key()} if dual else set())
         # the listing's record is this problem's: enumeration counts, the walk's seeds
         assert r.listing["lean"] is False and r.listing["enumeration"]["built"] > 0, r.listing
         if backend.refine and backend.refine_budget_s > 0:
