@@ -122,3 +122,25 @@ def test_routing_choice() -> None:
     assert routing_choice(s, None)[::2] == ("routed_nohost", True)
     s["routed_nohost"] = s["routed"] = _spread(0.998, 0.001)
     assert routing_choice(s, None)[2] is False
+
+
+def test_samples_of_a_graph_that_never_replayed_are_dropped() -> None:
+    """A graphed variant whose graph never replayed timed the eager path: its samples must not
+    reach a verdict or the adaptive sampling (the layout's and the graph routes' alike)."""
+    from types import SimpleNamespace
+
+    from convdoctor.runtime.optimizer import _replayed_only
+
+    s = {"eager": [2.0], "graphed": [1.0], "graphed_routed": [0.5], "as_given_graphed": [0.7]}
+    dead, live = SimpleNamespace(replays=0), SimpleNamespace(replays=3)
+    assert _replayed_only(s, {"graphed_routed": dead, "as_given_graphed": live}) == {
+        "eager": [2.0], "graphed": [1.0], "as_given_graphed": [0.7]}
+    assert _replayed_only(s, {}) == s
+    # What the adaptive sampling decides on. A plain replay 7% ahead of eager behind 6% noise is
+    # undecided (measure again); eager-path samples filed under a routed graph that never
+    # replayed, here read as a clear win, would have stopped the sampling.
+    eager, graphed = _spread(8.25, 0.06), _spread(7.7, 0.06)
+    host = {"eager": [1.0] * 9}
+    with_dead = {"eager": eager, "graphed": graphed, "graphed_routed": [v * 0.5 for v in eager]}
+    assert not graphs_undecided(with_dead, host, None)
+    assert graphs_undecided(_replayed_only(with_dead, {"graphed_routed": dead}), host, None)

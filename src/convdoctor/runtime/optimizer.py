@@ -421,6 +421,7 @@ def _decide_layout(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
         copies.update(as_given=base, channels_last=cl)
         if graphs:
             captured.update(_layout_graphs(copies, inputs, train, report))
+        by_variant = {f"{k}_graphed": g for k, g in captured.items()}
         for name, m in copies.items():
             g = captured.get(name)
             variants[name] = _layout_step(m, inputs, train, g, on=False)
@@ -429,8 +430,8 @@ def _decide_layout(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
         samples = time_interleaved(variants, dev, warmup=2, steps=steps)
         report.extensions["layout"] = extend_while_undecided(
             samples, variants, dev,
-            lambda s: layout_undecided(_replayed_only(s, captured), margin), steps=steps)
-        samples = _replayed_only(samples, captured)
+            lambda s: layout_undecided(_replayed_only(s, by_variant), margin), steps=steps)
+        samples = _replayed_only(samples, by_variant)
     except Exception as exc:  # noqa: BLE001 - a model that cannot run channels_last keeps its layout
         report.channels_last_reason = f"channels_last not measurable: {type(exc).__name__}: {exc}"
         report.notes.append(report.channels_last_reason)
@@ -468,12 +469,11 @@ def _decide_layout(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
     return win
 
 
-def _replayed_only(samples: dict[str, list[float]], captured: dict[str, Any]
+def _replayed_only(samples: dict[str, list[float]], graphs: dict[str, Any]
                    ) -> dict[str, list[float]]:
-    """`samples` without the "<layout>_graphed" variants whose graph never replayed (they timed
-    the eager path)."""
-    return {k: v for k, v in samples.items() if not (
-        k.endswith("_graphed") and captured[k[:-len("_graphed")]].replays == 0)}
+    """`samples` without the variants whose graph (`graphs`: variant name -> its
+    GraphedForward) never replayed: they timed the eager path. Variants without a graph stay."""
+    return {k: v for k, v in samples.items() if not (k in graphs and graphs[k].replays == 0)}
 
 
 def _layout_step(model: torch.nn.Module, inputs: Any, train: bool, g: Any, *, on: bool) -> Any:
@@ -1135,12 +1135,14 @@ def _decide_graphs(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
 
         variants["graphed_routed"] = graphed_routed
     host: dict[str, list[float]] = {}
+    # a routed graph that never replayed timed the eager path: its samples decide nothing
+    by_variant: dict[str, Any] = {} if g_routed is None else {"graphed_routed": g_routed}
     try:
         samples = time_interleaved(variants, dev, warmup=2, steps=steps, host=host)
         report.extensions["graphs"] = extend_while_undecided(
             samples, variants, dev,
-            lambda s: graphs_undecided(s, host, margin, forced=choice is True), steps=steps,
-            host=host)
+            lambda s: graphs_undecided(_replayed_only(s, by_variant), host, margin,
+                                       forced=choice is True), steps=steps, host=host)
         ok = g.replays > 0
     except Exception as exc:  # noqa: BLE001
         samples, ok = {}, False
@@ -1156,8 +1158,7 @@ def _decide_graphs(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
         _graphs.uninstall(model)
         report.graphs_reason = report.graphs_reason or "graphs did not replay; eager kept"
         return False
-    if g_routed is not None and g_routed.replays == 0:  # it timed the eager path
-        samples.pop("graphed_routed", None)
+    samples = _replayed_only(samples, by_variant)
     ms = {k: median(v) for k, v in samples.items()}
     eager_host = median(host.get("eager", []))
     c = graphs_choice(samples, eager_host, margin, forced=choice is True)
