@@ -251,12 +251,9 @@ def _plan_route(m: nn.Module, x: torch.Tensor, dual: bool = False) -> S.Site:
     return site
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("name", ["bias", "no_bias", "groups", "depthwise", "dilation", "strides",
-                                  "same_even_asym", "reflect", "conv1d", "conv3d"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "cl"])
-def test_cudnn_plan_same_function_gpu(name: str, dtype: torch.dtype, channels_last: bool) -> None:
+def _plan_case(name: str, dtype: torch.dtype, channels_last: bool, dual: bool) -> None:
+    """The module routed through cuDNN plans (`dual`: fprop and dgrad through their dual problem's
+    plans) computes PyTorch's outputs and gradients, with no silent fallback."""
     pytest.importorskip("cudnn")
     prev = torch.backends.cudnn.allow_tf32
     torch.backends.cudnn.allow_tf32 = False
@@ -265,18 +262,32 @@ def test_cudnn_plan_same_function_gpu(name: str, dtype: torch.dtype, channels_la
         m = CASES[name]().to("cuda", dtype)
         x = _input(m, "cuda", channels_last, dtype)
         ref = grads_of(m, x)
-        site = _plan_route(m, x)
+        site = _plan_route(m, x, dual=dual)
         got = grads_of(m, x)
+        with torch.no_grad():
+            got_nograd = m(x)
         used = {d: site.routes[next(iter(site.routes))].current(i).key
                 for i, d in enumerate(S.DIRS)}
         S.uninstall(m)
-        assert all(k.startswith("cudnn:") for k in used.values()), used  # no silent fallback
+        want = {"fprop": "cudnn-dual:", "dgrad": "cudnn-dual:"} if dual else {}
+        for d, k in used.items():  # no silent fallback
+            assert k.startswith(want.get(d, "cudnn:")), used
         tol = {torch.float32: (1e-4, 1e-3), torch.float16: (2e-2, 2e-2),
                torch.bfloat16: (1e-1, 5e-2)}[dtype]
         for a, b in zip(ref, got, strict=True):
             torch.testing.assert_close(b.float(), a.float(), atol=tol[0], rtol=tol[1])
+        torch.testing.assert_close(got_nograd.float(), ref[0].float(), atol=tol[0], rtol=tol[1])
     finally:
         torch.backends.cudnn.allow_tf32 = prev
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["bias", "no_bias", "groups", "depthwise", "dilation", "strides",
+                                  "same_even_asym", "reflect", "conv1d", "conv3d"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "cl"])
+def test_cudnn_plan_same_function_gpu(name: str, dtype: torch.dtype, channels_last: bool) -> None:
+    _plan_case(name, dtype, channels_last, dual=False)
 
 
 @pytest.mark.gpu
@@ -287,31 +298,8 @@ def test_cudnn_plan_same_function_gpu(name: str, dtype: torch.dtype, channels_la
 def test_cudnn_dual_plan_same_function_gpu(name: str, dtype: torch.dtype,
                                            channels_last: bool) -> None:
     """fprop and dgrad run as the other direction of their dual problem (weight flipped and
-    channel-swapped per call) compute PyTorch's outputs and gradients."""
-    pytest.importorskip("cudnn")
-    prev = torch.backends.cudnn.allow_tf32
-    torch.backends.cudnn.allow_tf32 = False
-    try:
-        torch.manual_seed(0)
-        m = CASES[name]().to("cuda", dtype)
-        x = _input(m, "cuda", channels_last, dtype)
-        ref = grads_of(m, x)
-        site = _plan_route(m, x, dual=True)
-        got = grads_of(m, x)
-        with torch.no_grad():
-            got_nograd = m(x)
-        used = {d: site.routes[next(iter(site.routes))].current(i).key
-                for i, d in enumerate(S.DIRS)}
-        S.uninstall(m)
-        assert used["fprop"].startswith("cudnn-dual:"), used  # no silent fallback
-        assert used["dgrad"].startswith("cudnn-dual:"), used
-        tol = {torch.float32: (1e-4, 1e-3), torch.float16: (2e-2, 2e-2),
-               torch.bfloat16: (1e-1, 5e-2)}[dtype]
-        for a, b in zip(ref, got, strict=True):
-            torch.testing.assert_close(b.float(), a.float(), atol=tol[0], rtol=tol[1])
-        torch.testing.assert_close(got_nograd.float(), ref[0].float(), atol=tol[0], rtol=tol[1])
-    finally:
-        torch.backends.cudnn.allow_tf32 = prev
+    channel-swapped per call)."""
+    _plan_case(name, dtype, channels_last, dual=True)
 
 
 @pytest.mark.gpu

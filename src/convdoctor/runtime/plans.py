@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from ..tune import xform
 from .execs import ConvArgs
 
 
@@ -50,6 +51,10 @@ class PlanExec:
         out.copy_(t)
         return out
 
+    def _weight(self, w: torch.Tensor) -> torch.Tensor:
+        """The weight as the plan takes it (`DualPlanExec`: transformed)."""
+        return self._fit("w", w)
+
     def _out(self, role: str, like: torch.Tensor) -> torch.Tensor:
         return torch.empty_strided(self._shape[role], self._strides[role], dtype=like.dtype,
                                    device=like.device)
@@ -61,7 +66,7 @@ class PlanExec:
               a: ConvArgs) -> torch.Tensor:
         if self.direction != "fprop":
             raise RuntimeError(f"cudnn plan {self.key} is a {self.direction} plan, not fprop")
-        x, w = self._fit("x", x), self._fit("w", w)
+        x, w = self._fit("x", x), self._weight(w)
         y = self._out("y", x)
         self._run(x, w, y)
         if b is not None:
@@ -75,7 +80,7 @@ class PlanExec:
         if mask[0]:
             if self.direction != "dgrad":
                 raise RuntimeError(f"cudnn plan {self.key} is a {self.direction} plan, not dgrad")
-            dy, ww = self._fit("dy", gy), self._fit("w", w)
+            dy, ww = self._fit("dy", gy), self._weight(w)
             gx = self._out("dx", dy)
             self._run(dy, ww, gx)
         if mask[1] or mask[2]:
@@ -104,7 +109,6 @@ class DualPlanExec(PlanExec):
     the tuner timed it."""
 
     def __init__(self, key: str, problem: Any, plan: Any) -> None:
-        from ..tune import xform
         from ..tune.gpu import policy
 
         super().__init__(key, problem, plan)
@@ -127,36 +131,9 @@ class DualPlanExec(PlanExec):
         return cls(key, problem, ConvPlan.build(dual, name))
 
     def _weight(self, w: torch.Tensor) -> torch.Tensor:
-        from ..tune import xform
-
         w = self._fit("w", w)
         wt = torch.empty_strided(self._wt_shape, self._wt_strides, dtype=w.dtype, device=w.device)
         return xform.transform(w, self._index, wt)
-
-    def fprop(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
-              a: ConvArgs) -> torch.Tensor:
-        if self.direction != "fprop":
-            raise RuntimeError(f"cudnn plan {self.key} runs {self.direction}, not fprop")
-        x = self._fit("x", x)
-        y = self._out("y", x)
-        self._run(x, self._weight(w), y)
-        if b is not None:
-            y.add_(b.view(1, -1, *([1] * self.problem.ndim)))
-        return y
-
-    def backward(self, gy: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
-                 bias_sizes: list[int] | None, a: ConvArgs, mask: tuple[bool, bool, bool]
-                 ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
-        if mask[1] or self.direction != "dgrad":
-            raise RuntimeError(f"cudnn plan {self.key} runs {self.direction} only")
-        gx = gb = None
-        if mask[0]:
-            dy = self._fit("dy", gy)
-            gx = self._out("dx", dy)
-            self._run(dy, self._weight(w), gx)
-        if mask[2]:
-            gb = gy.sum(dim=self._bias_dims)
-        return gx, None, gb
 
     def describe(self) -> str:
         return (f"{self.key} (cuDNN {self.plan.problem.direction} plan of the dual problem, "
