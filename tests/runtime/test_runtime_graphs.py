@@ -371,3 +371,35 @@ def test_inference_routes_charge_a_plan_only_its_call_cost() -> None:
     # a plan faster by less than its call cost still loses in inference
     assert _ranked_keys(_unet_result(12.0), False, plan_penalty(train=False))[0] == \
         "torch:heuristic"
+
+
+def test_dual_routes_pay_their_gather_outside_graphs_only() -> None:
+    # A dual plan 5 us faster than a plan of the problem itself: in a graph replay (no host cost)
+    # it ranks first; eagerly its per-call gather (DUAL_PENALTY_S) is charged and it does not.
+    from convdoctor.problem import ConvProblem
+    from convdoctor.runtime.optimizer import DUAL_PENALTY_S, _ranked_keys, plan_penalty
+    from convdoctor.tune.backend import Candidate
+    from convdoctor.tune.result import CandidateStats, TuneResult
+
+    def st(key: str, us: float) -> CandidateStats:
+        return CandidateStats(candidate=Candidate(key, "cuda"), samples=[us * 1e-6] * 5)
+
+    res = TuneResult(problem=ConvProblem.parse("dgrad n=8 c=64 h=28 w=28 k=64 r=3 s=3 pad=1"),
+                     env={}, backend="cuda", winner=None,
+                     candidates=[st("cudnn-dual:eng67", 45.0), st("cudnn:eng71", 50.0)])
+    assert DUAL_PENALTY_S > 5e-6
+    assert _ranked_keys(res, False, 0.0) == ["cudnn-dual:eng67", "cudnn:eng71"]
+    assert _ranked_keys(res, False, plan_penalty(train=True)) == ["cudnn:eng71", "cudnn-dual:eng67"]
+    assert _ranked_keys(res, True, 0.0) == []  # transposed: no plan of either kind
+
+
+def test_a_dual_key_that_does_not_apply_is_a_note_not_an_error() -> None:
+    from convdoctor.problem import ConvProblem
+    from convdoctor.runtime.optimizer import _executors
+
+    notes: list[str] = []
+    strided = ConvProblem.parse("dgrad n=8 c=64 h=28 w=28 k=64 r=3 s=3 stride=2 pad=1")
+    assert _executors(["cudnn-dual:eng67", "torch:heuristic"], strided, "cuda", notes)[0].key == \
+        "torch:heuristic"
+    assert len(notes) == 1 and "stride-1 fprop and dgrad only" in notes[0]
+    assert _executors(["cudnn-dual:eng67"], strided, "cpu", []) == []  # plans are CUDA-only

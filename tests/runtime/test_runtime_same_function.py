@@ -292,7 +292,8 @@ def test_cudnn_plan_same_function_gpu(name: str, dtype: torch.dtype, channels_la
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["bias", "no_bias", "groups", "depthwise", "dilation",
-                                  "same_even_asym", "reflect", "conv1d_same"])
+                                  "same_even_asym", "valid", "reflect", "conv1d_same",
+                                  "conv3d_circular"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "cl"])
 def test_cudnn_dual_plan_same_function_gpu(name: str, dtype: torch.dtype,

@@ -253,15 +253,94 @@ def test_backend_candidates_cap_keeps_rank_order_and_marks_determinism(monkeypat
 
     be = object.__new__(gb.CudaBackend)
     be.device, be.enumerate_engines, be.max_extra, be.enum_budget_s = 0, True, 8, 1.0
-    be.cudnn_error, be.max_plans, be.refine = "", 0, False
+    be.cudnn_error, be.max_plans, be.refine, be.dual = "", 0, False, True
     en = cudnn_plan.enumerate_plans(P(f"fprop {BASE} dtype=float16"), device=0, handle=1,
                                     max_extra=4)
     monkeypatch.setattr(cudnn_plan, "enumerate_plans", lambda *a, **k: en)
     cands = be.cudnn_candidates(P(f"fprop {BASE} dtype=float16"))
     assert [c.key for c in cands] == [policy.cudnn_key(p.name) for p in en.built()]
+    # no refinement, no quick times of the problem's own plans: no dual plan is offered
+    assert "skipped" in be.listing_info()["dual"]
     by = {c.key: c for c in cands}
     assert not by["cudnn:eng2_k17=0"].deterministic and by["cudnn:eng1"].deterministic
     assert "tensor_core" in by["cudnn:eng0_k2=1"].notes
     be.max_plans = 4
     capped = [c.key for c in be.cudnn_candidates(P(f"fprop {BASE} dtype=float16"))]
     assert capped == ["cudnn:eng0_k2=1", "cudnn:eng1", "cudnn:eng2_k17=0", "cudnn:eng0_k2=0"]
+
+
+def _dual_backend(monkeypatch: pytest.MonkeyPatch, quick: dict[str, dict[str, float]]):
+    """A CudaBackend over the fake cudnn whose refinement 'times' plans from `quick` (by the
+    problem's direction) and allocates nothing."""
+    from convdoctor.tune.gpu import backend as gb
+    from convdoctor.tune.gpu import placement, refine
+
+    be = object.__new__(gb.CudaBackend)
+    be.device, be.enumerate_engines, be.max_extra, be.enum_budget_s = 0, False, 0, 1.0
+    be.cudnn_error, be.max_plans, be.refine, be.refine_budget_s = "", 0, True, 6.0
+    be.refine_args, be.dual, be._placements = {}, True, None
+    be.listing_exclude, be.listing_exclude_why = set(), {}
+    budgets: dict[str, float] = {}
+
+    def fake_refine(problem, en, timer, *, budget_s, **kw):
+        budgets[problem.direction] = budget_s
+        times = quick[problem.direction]
+        return refine.Refinement(plans=[], quick_us={p.name: times[p.name] for p in en.built()
+                                                     if p.name in times})
+
+    monkeypatch.setattr(cudnn_plan, "get_handle", lambda *a, **k: 1)  # no CUDA stream here
+    monkeypatch.setattr(refine, "refine", fake_refine)
+    monkeypatch.setattr(refine, "event_timer", lambda problem, buffers: None)
+    monkeypatch.setattr(placement, "allocate",
+                        lambda problem, device, **kw: type("S", (), {"sets": [{}],
+                                                                     "key": problem.key()})())
+    return be, budgets
+
+
+def test_dual_plans_offered_within_the_band_with_their_weight_as_workspace(monkeypatch) -> None:
+    from convdoctor.tune import backend as tb
+
+    p = P(f"dgrad {BASE} dtype=float32")  # stride 1: its dual is a forward convolution
+    be, budgets = _dual_backend(monkeypatch, {
+        "dgrad": {"eng1": 100.0, "eng0_k2=1": 130.0},
+        "fprop": {"eng0_k2=1": 95.0, "eng1": 109.0, "eng2_k17=0": 104.0}})
+    units: list[str] = []
+    old = tb.set_step_sink(lambda kind, unit, name: units.append(unit))
+    try:
+        cands = be.cudnn_candidates(p)
+    finally:
+        tb.set_step_sink(old)
+    duals = [c for c in cands if c.key.startswith(policy.DUAL_PREFIX)]
+    # the band is 10% of the fastest of either kind (95 us): 95 and 104 in, 109 out
+    assert [c.key for c in duals] == ["cudnn-dual:eng0_k2=1", "cudnn-dual:eng2_k17=0"]
+    rec = be.listing_info()["dual"]
+    assert rec["kept"] == [["cudnn-dual:eng0_k2=1", 95.0], ["cudnn-dual:eng2_k17=0", 104.0]]
+    assert rec["best_own_us"] == 100.0 and rec["best_dual_us"] == 95.0
+    # the dual weight (16 x 32 x 3 x 3 fp32) counts as workspace on top of the plan's
+    own_ws = {c.key: c.workspace_bytes for c in cands if c.key.startswith("cudnn:")}
+    assert duals[0].workspace_bytes == own_ws["cudnn:eng0_k2=1"] + 16 * 32 * 9 * 4
+    # half the refinement budget for the second listing; its steps are named "dual:engN"
+    assert budgets == {"dgrad": 6.0, "fprop": 3.0}
+    assert "dual:eng0" in units and "eng0" in units
+
+
+def test_a_dual_engine_that_hung_is_left_out_of_the_dual_listing_only(monkeypatch) -> None:
+    p = P(f"dgrad {BASE} dtype=float32")
+    be, _ = _dual_backend(monkeypatch, {"dgrad": {"eng1": 100.0, "eng0_k2=1": 101.0},
+                                        "fprop": {"eng0_k2=1": 95.0, "eng1": 96.0}})
+    be.listing_exclude = {"dual:eng0"}
+    be.listing_exclude_why = {"dual:eng0": "hung while listing"}
+    keys = [c.key for c in be.cudnn_candidates(p)]
+    assert "cudnn:eng0_k2=1" in keys            # the problem's own eng0 is untouched
+    assert "cudnn-dual:eng1" in keys and not any(k.startswith("cudnn-dual:eng0") for k in keys)
+    assert be.listing_info()["left_out"] == ["dual:eng0"]
+
+
+def test_pick_dual() -> None:
+    from convdoctor.tune.gpu import backend as gb
+
+    quick = {f"eng{i}": 100.0 + i for i in range(10)}
+    assert gb.pick_dual(quick, {"x": 100.0}, set(quick)) == [f"eng{i}" for i in range(6)]
+    assert gb.pick_dual(quick, {"x": 50.0}, set(quick)) == []          # the own plan is far ahead
+    assert gb.pick_dual(quick, {}, set(quick)) == []                   # nothing to compare with
+    assert gb.pick_dual(quick, {"x": 100.0}, {"eng3"}) == ["eng3"]    # only plans that built

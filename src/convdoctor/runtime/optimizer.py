@@ -410,6 +410,7 @@ def _decide_layout(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
         report.channels_last_reason = "no 2D/3D convolutions"
         return False
     captured: dict[str, Any] = {}
+    by_variant: dict[str, Any] = {}  # "<layout>_graphed" -> its graph
     variants: dict[str, Any] = {}
     copies: dict[str, torch.nn.Module] = {}
     base: torch.nn.Module | None = None
@@ -421,7 +422,7 @@ def _decide_layout(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
         copies.update(as_given=base, channels_last=cl)
         if graphs:
             captured.update(_layout_graphs(copies, inputs, train, report))
-        by_variant = {f"{k}_graphed": g for k, g in captured.items()}
+        by_variant.update({f"{k}_graphed": g for k, g in captured.items()})
         for name, m in copies.items():
             g = captured.get(name)
             variants[name] = _layout_step(m, inputs, train, g, on=False)
@@ -445,7 +446,7 @@ def _decide_layout(model: torch.nn.Module, inputs: Any, train: bool, choice: boo
             if twin is not None:
                 _graphs.uninstall(twin)
         base = cl = None  # noqa: F841 - free the copies (their steps hold them too)
-        for held in (copies, captured, variants):
+        for held in (copies, captured, variants, by_variant):
             held.clear()
         if dev == "cuda":
             gc.collect()
@@ -574,6 +575,11 @@ UNROUTED_KEYS = ("torch:benchmark",)
 
 
 DUAL_PREFIX = "cudnn-dual:"  # = convdoctor.tune.gpu.policy.DUAL_PREFIX
+# Host cost a `cudnn-dual:` route adds to a plan call outside a CUDA graph: an `empty_strided` and
+# an `index_select` (the weight's gather) per call, which the tuner's graph-batched timing does not
+# see. An estimate, not an H100 figure: the two ops' host path took 4.1 us per call on this
+# project's CPU build machine (tiny tensors, session 24), plus a kernel launch.
+DUAL_PENALTY_S = 8e-6
 
 
 def _is_plan(key: str) -> bool:
@@ -595,7 +601,10 @@ def _ranked_keys(result: Any, transposed: bool, plan_penalty_s: float = PLAN_PEN
           and not (transposed and _is_plan(s.candidate.key))]
 
     def cost(s: Any) -> tuple[float, int]:
-        pen = plan_penalty_s if _is_plan(s.candidate.key) else 0.0
+        key = s.candidate.key
+        pen = plan_penalty_s if _is_plan(key) else 0.0
+        if pen and key.startswith(DUAL_PREFIX):
+            pen += DUAL_PENALTY_S  # the weight's gather is issued by the host on every call
         t = getattr(s, "rank_s", None)
         return ((s.median_s if t is None else t) + pen,
                 0 if win is not None and s.candidate.key == win.key else 1)

@@ -131,13 +131,18 @@ class DualPlanExec(PlanExec):
         return cls(key, problem, ConvPlan.build(dual, name))
 
     def _weight(self, w: torch.Tensor) -> torch.Tensor:
-        w = self._fit("w", w)
+        # detached: `index_select(out=)` refuses inputs that need grad (double backward, where
+        # the backward runs with grad on and the weight requires it)
+        w = self._fit("w", w.detach())
         wt = torch.empty_strided(self._wt_shape, self._wt_strides, dtype=w.dtype, device=w.device)
         return xform.transform(w, self._index, wt)
 
     def describe(self) -> str:
         return (f"{self.key} (cuDNN {self.plan.problem.direction} plan of the dual problem, "
                 f"workspace {self.plan.workspace_bytes} B)")
+
+    def __repr__(self) -> str:
+        return f"DualPlanExec({self.key!r}, {self.direction})"
 
 
 def _raw_stream(device: int | None) -> int:

@@ -8,7 +8,8 @@ lives in `cpu_backend.py`; the CUDA backend in `convdoctor.tune.gpu.backend.Cuda
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -139,15 +140,33 @@ def set_step_sink(sink: Callable[[str, str, str], None] | None
     return old
 
 
+# A prefix for the units of the steps reported inside `unit_prefix(...)`: a listing of another
+# problem (the GPU backend's dual problem) names its engines "dual:eng69", so what hangs there is
+# left out of that listing only, never out of the problem's own (engine ids belong to one graph).
+_UNIT_PREFIX = ""
+
+
+@contextlib.contextmanager
+def unit_prefix(prefix: str) -> Iterator[None]:
+    """Inside the block, `listing_step` units are reported as `prefix + unit`."""
+    global _UNIT_PREFIX
+    old, _UNIT_PREFIX = _UNIT_PREFIX, prefix
+    try:
+        yield
+    finally:
+        _UNIT_PREFIX = old
+
+
 def listing_step(kind: str, unit: str, name: str = "") -> None:
     """Say what a backend's listing does next: `kind` ("build" a plan, "time" a plan, "engine": list
     an engine's knob settings), `unit` (what to leave out if this step never returns: for cuDNN the
-    engine, "eng69"), `name` (the plan). A no-op unless a worker listens; never raises."""
+    engine, "eng69"; inside `unit_prefix(p)`, `p + unit`), `name` (the plan). A no-op unless a
+    worker listens; never raises."""
     sink = _STEP_SINK
     if sink is None:
         return
     try:
-        sink(kind, unit, name)
+        sink(kind, _UNIT_PREFIX + unit if unit else unit, name)
     except Exception:  # noqa: BLE001 - diagnosis only: it must not cost the listing
         pass
 

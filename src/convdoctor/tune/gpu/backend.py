@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ...problem import DTYPE_BYTES
 from ..backend import Candidate, CandidateUnsupported, ClockReading, Correctness
 from . import policy
 
@@ -449,6 +450,19 @@ class GemmRunner(TorchRunner):
 # fastest quick time of the problem's own and dual plans; at most DUAL_KEEP of them.
 DUAL_BAND = 0.10
 DUAL_KEEP = 6
+# listing-step units of the dual problem's listing ("dual:eng69")
+DUAL_UNIT = "dual:"
+
+
+def pick_dual(quick: dict[str, float], own: dict[str, float], names: set[str]) -> list[str]:
+    """The dual plans to offer: those among `names` whose quick time (`quick`, plan alone, us) is
+    within DUAL_BAND of the fastest quick time of either kind (`own`: the problem's own plans),
+    fastest first (then by name), at most DUAL_KEEP. Nothing when either side has no time."""
+    if not quick or not own:
+        return []
+    best = min(min(quick.values()), min(own.values()))
+    return sorted((n for n in quick if n in names and quick[n] <= best * (1 + DUAL_BAND)),
+                  key=lambda n: (quick[n], n))[:DUAL_KEEP]
 
 
 def refine_args_from_env() -> dict[str, Any]:
@@ -652,16 +666,25 @@ class CudaBackend:
     def cudnn_candidates(self, problem: ConvProblem, *, lean: bool = False) -> list[Candidate]:
         """cuDNN plans: the heuristic lists, engine/knob enumeration and knob refinement (`lean`:
         the heuristic lists only)."""
-        from ..backend import listing_step
+        from ..backend import listing_step, unit_prefix
         from .cudnn_plan import excluding
 
         units = set(getattr(self, "listing_exclude", None) or ())
-        engines = excluded_engines(units, getattr(self, "listing_exclude_why", None))
+        why = getattr(self, "listing_exclude_why", None) or {}
+        # the dual problem's listing reports its engines as "dual:engN" (its own graph's ids)
+        dual_units = {u[len(DUAL_UNIT):]: why.get(u, "") for u in units if u.startswith(DUAL_UNIT)}
+        engines = excluded_engines(units, why)
+        dual_engines = excluded_engines(set(dual_units), {u: w for u, w in dual_units.items() if w})
         with excluding(engines):
             out = self._cudnn_candidates(problem, lean=lean)
+        if not lean:
+            with excluding(dual_engines), unit_prefix(DUAL_UNIT):
+                out += self._dual_candidates(problem)
         listing_step("setup", "", "listing done")
-        if engines:
-            self.last_listing["left_out"] = sorted(f"eng{e}" for e in engines)
+        left = [f"eng{e}" for e in sorted(engines)] + [f"{DUAL_UNIT}eng{e}"
+                                                       for e in sorted(dual_engines)]
+        if left:
+            self.last_listing["left_out"] = left
         return out
 
     def _cudnn_candidates(self, problem: ConvProblem, *, lean: bool) -> list[Candidate]:
@@ -705,8 +728,6 @@ class CudaBackend:
                 notes += (f"one knob from {seed}: quick {ref.quick_us[p.name]:.1f} us vs "
                           f"{ref.quick_us[seed]:.1f} us",)
             out.append(Candidate(policy.cudnn_key(p.name), "cuda", p.workspace_bytes, det, notes))
-        if not lean:
-            out += self._dual_candidates(problem)
         return out
 
     def _dual_candidates(self, problem: ConvProblem) -> list[Candidate]:
@@ -726,44 +747,51 @@ class CudaBackend:
 
         rec: dict[str, Any] = {"problem": dual.key()}
         self.last_listing["dual"] = rec
+        own = getattr(self.last_refinement, "quick_us", None) or {}
+        if not own:
+            # the band compares with the problem's own quick times (its refinement's)
+            rec["skipped"] = ("no quick times of the problem's own plans (refinement off or "
+                              "failed): nothing to compare dual plans with")
+            rec["kept"] = []
+            return []
         try:
+            # a second listing: half the enumeration and refinement budgets, so the two together
+            # stay near what one listing took (the worker waits LIST_TIMEOUT_S for a listing)
             en = enumerate_plans(dual, device=self.device, enumerate_engines=self.enumerate_engines,
-                                 max_extra=self.max_extra, time_budget_s=self.enum_budget_s)
+                                 max_extra=self.max_extra, time_budget_s=self.enum_budget_s / 2)
             rec["enumeration"] = _summary(en)
             listing_step("setup", "", "dual problem buffers and timer")
             sets = allocate(dual, self.device, wanted=1).sets
             timer = refine.event_timer(dual, sets[0])
-            budget = self.refine_budget_s if self.refine else 0.0
-            args = dict(self.refine_args)
-            if budget <= 0:  # quick times only: no knob walk
-                args["max_seeds"], args["rounds"] = 1, 1
             res = refine.refine(dual, en, timer, device=self.device,
-                                budget_s=max(budget, 0.5), **args)
+                                budget_s=self.refine_budget_s / 2, **self.refine_args)
             rec["refinement"] = _summary(res)
         except Exception as exc:  # noqa: BLE001 - the dual only adds candidates
             rec["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
             return []
         quick = dict(res.quick_us)
+        rec["best_own_us"] = round(min(own.values()), 2)
         if not quick:
             rec["kept"] = []
             return []
-        own = getattr(self.last_refinement, "quick_us", None) or {}
         best_dual = min(quick.values())
-        best = min([best_dual, *own.values()])
         rec["best_dual_us"] = round(best_dual, 2)
-        rec["best_own_us"] = round(min(own.values()), 2) if own else None
         infos = {p.name: p for p in en.built()} | {p.name: p for p in res.plans}
-        ranked = sorted((n for n in quick if n in infos and quick[n] <= best * (1 + DUAL_BAND)),
-                        key=lambda n: (quick[n], n))[:DUAL_KEEP]
+        ranked = pick_dual(quick, own, set(infos))
         rec["kept"] = [[policy.dual_key(n), round(quick[n], 2)] for n in ranked]
+        # the transformed weight is a buffer of the candidate's own, like a workspace (and a tie
+        # between equal times goes to the smaller one: a plan of the problem itself)
+        wbytes = math.prod(dual.w_shape()) * DTYPE_BYTES[dual.dtype]
         out = []
         for n in ranked:
             p = infos[n]
             det = "NONDETERMINISTIC" not in p.notes and "notes-unknown" not in p.notes
             notes = (f"source={p.source}", f"dual {dual.direction} plan: weight flipped and "
-                     f"channel-swapped per call (timed); plan alone {quick[n]:.1f} us quick",
+                     f"channel-swapped per call (timed; its {wbytes} B buffer counted as "
+                     f"workspace); plan alone {quick[n]:.1f} us quick",
                      *(x.lower() for x in p.notes))
-            out.append(Candidate(policy.dual_key(n), "cuda", p.workspace_bytes, det, notes))
+            out.append(Candidate(policy.dual_key(n), "cuda", p.workspace_bytes + wbytes, det,
+                                 notes))
         return out
 
     def _refined(self, problem: ConvProblem, en: Any) -> list[Any]:
