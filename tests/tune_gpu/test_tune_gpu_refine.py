@@ -216,6 +216,7 @@ def test_backend_offers_refined_plans_with_their_origin(monkeypatch: pytest.Monk
     be.device, be.enumerate_engines, be.max_extra, be.enum_budget_s = 0, False, 0, 1.0
     be.cudnn_error, be.max_plans, be.refine, be.refine_budget_s = "", 0, True, 4.0
     be.refine_args = {}
+    be.dual = False  # the problem's own listing (the dual's: test_tune_gpu_plans.py)
     be.placements_for = lambda p: types.SimpleNamespace(sets=[{}])  # type: ignore[method-assign]
     en = enumeration()
     monkeypatch.setattr(cudnn_plan, "enumerate_plans", lambda *a, **k: en)
@@ -259,6 +260,7 @@ def _bare_backend(*, enumerate_engines: bool, max_extra: int) -> Any:
         max_extra, 1.0
     be.cudnn_error, be.max_plans, be.refine, be.refine_budget_s = "", 0, True, 4.0
     be.refine_args = {}
+    be.dual = False  # the problem's own listing (the dual's: test_tune_gpu_plans.py)
     be.placements_for = lambda p: types.SimpleNamespace(sets=[{}])  # type: ignore[method-assign]
     return be
 
@@ -296,6 +298,7 @@ def test_backend_refinement_failure_is_a_note_not_an_error(monkeypatch) -> None:
     be.device, be.enumerate_engines, be.max_extra, be.enum_budget_s = 0, False, 0, 1.0
     be.cudnn_error, be.max_plans, be.refine, be.refine_budget_s = "", 0, True, 4.0
     be.refine_args = {}
+    be.dual = False  # the problem's own listing (the dual's: test_tune_gpu_plans.py)
 
     def boom(p: ConvProblem) -> None:
         raise RuntimeError("CUDA out of memory")
@@ -338,6 +341,7 @@ def test_backend_passes_the_walk_settings_to_refine(monkeypatch: pytest.MonkeyPa
     be.device, be.enumerate_engines, be.max_extra, be.enum_budget_s = 0, False, 0, 1.0
     be.cudnn_error, be.max_plans, be.refine, be.refine_budget_s = "", 0, True, 4.0
     be.refine_args = {"max_seeds": 1, "rounds": 1}
+    be.dual = False  # the problem's own listing (the dual's: test_tune_gpu_plans.py)
     be.placements_for = lambda p: types.SimpleNamespace(sets=[{}])  # type: ignore[method-assign]
     en = enumeration()
     monkeypatch.setattr(cudnn_plan, "enumerate_plans", lambda *a, **k: en)
