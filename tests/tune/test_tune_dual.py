@@ -89,6 +89,7 @@ def test_dual_direction_computes_the_problem(text: str) -> None:
     assert shapes(d)[din] == shapes(p)[ain] and shapes(d)[dout] == shapes(p)[aout]
     assert _strides(d, din) == _strides(p, ain) and _strides(d, dout) == _strides(p, aout)
     idx = xform.weight_index(p.w_shape(), _strides(p, "w"), _strides(d, "w"), p.groups)
+    assert torch.equal(xform.index_for(p, d), idx)  # what the runner and the executor use
     wt = torch.empty_strided(d.w_shape(), _strides(d, "w"), dtype=torch.float64)
     xform.transform(w, idx, wt)
     got = _fprop(d, a, wt) if d.direction == "fprop" else _dgrad(d, a, wt)

@@ -115,8 +115,7 @@ class DualPlanExec(PlanExec):
         dual = plan.problem
         self._wt_shape = tuple(dual.w_shape())
         self._wt_strides = tuple(policy.logical_strides(dual, "w"))
-        self._index = xform.weight_index(problem.w_shape(), self._strides["w"], self._wt_strides,
-                                         problem.groups, device=f"cuda:{plan.device}")
+        self._index = xform.index_for(problem, dual, device=f"cuda:{plan.device}")
 
     @classmethod
     def build(cls, key: str, problem: Any) -> DualPlanExec:

@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from ..problem import ConvProblem
 
 
 def weight_index(w_shape: Sequence[int], w_strides: Sequence[int], wt_strides: Sequence[int],
@@ -38,6 +42,16 @@ def weight_index(w_shape: Sequence[int], w_strides: Sequence[int], wt_strides: S
     flat = dst.as_strided((n,), (1,))
     out = flat.to(torch.int32) if n < 2 ** 31 else flat.clone()
     return out.to(device) if device is not None else out
+
+
+def index_for(problem: ConvProblem, dual: ConvProblem,
+              device: torch.device | str | None = None) -> torch.Tensor:
+    """`weight_index` for a problem's weight (in its layout's packed strides) and its dual's
+    (`policy.dual_problem`): what the tuner's runner and `optimize`'s executor both gather by."""
+    from .gpu import policy
+
+    return weight_index(problem.w_shape(), policy.logical_strides(problem, "w"),
+                        policy.logical_strides(dual, "w"), problem.groups, device=device)
 
 
 def storage_flat(t: torch.Tensor) -> torch.Tensor:

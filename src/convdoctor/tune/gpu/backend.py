@@ -345,16 +345,13 @@ class DualPlanRunner(CudnnPlanRunner):
         dev = f"cuda:{self.device}"
         # one transformed-weight buffer per placement, like the workspaces
         self._wts = [empty_for(dual, "w", dev) for _ in range(max(1, self.placements))]
-        self._index = xform.weight_index(problem.w_shape(), policy.logical_strides(problem, "w"),
-                                         policy.logical_strides(dual, "w"), problem.groups,
-                                         device=dev)
+        self._index = xform.index_for(problem, dual, dev)
+        self._transform = xform.transform  # no import on the timed path
 
     def run(self) -> Any:
         import torch
 
-        from .. import xform
-
-        wt = xform.transform(self.b, self._index, self._wts[self._cur % len(self._wts)])
+        wt = self._transform(self.b, self._index, self._wts[self._cur % len(self._wts)])
         return self.plan.execute(self.a, wt, self.out, workspace=self.workspace,
                                  stream=torch.cuda.current_stream(), check=False)
 
@@ -463,6 +460,12 @@ def pick_dual(quick: dict[str, float], own: dict[str, float], names: set[str]) -
     best = min(min(quick.values()), min(own.values()))
     return sorted((n for n in quick if n in names and quick[n] <= best * (1 + DUAL_BAND)),
                   key=lambda n: (quick[n], n))[:DUAL_KEEP]
+
+
+def _deterministic(plan: Any) -> bool:
+    """A listed plan (`cudnn_plan.PlanInfo`) is deterministic: its engine's notes are known and
+    do not say otherwise."""
+    return "NONDETERMINISTIC" not in plan.notes and "notes-unknown" not in plan.notes
 
 
 def refine_args_from_env() -> dict[str, Any]:
@@ -720,7 +723,7 @@ class CudaBackend:
             if self.last_refinement is not None:
                 self.last_listing["refinement"] = _summary(self.last_refinement)
         for p in built:
-            det = "NONDETERMINISTIC" not in p.notes and "notes-unknown" not in p.notes
+            det = _deterministic(p)
             notes = (f"source={p.source}",) + tuple(n.lower() for n in p.notes)
             ref = self.last_refinement
             if ref is not None and p.name in ref.origin:
@@ -785,7 +788,7 @@ class CudaBackend:
         out = []
         for n in ranked:
             p = infos[n]
-            det = "NONDETERMINISTIC" not in p.notes and "notes-unknown" not in p.notes
+            det = _deterministic(p)
             notes = (f"source={p.source}", f"dual {dual.direction} plan: weight flipped and "
                      f"channel-swapped per call (timed; its {wbytes} B buffer counted as "
                      f"workspace); plan alone {quick[n]:.1f} us quick",
