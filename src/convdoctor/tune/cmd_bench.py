@@ -640,8 +640,11 @@ def _bench(args: argparse.Namespace) -> int:
     summary["resumed_problems"] = resumed_problems
     summary["tuning_s_total_per_run"] = [r.get("_process_s") for r in tune_runs]
     summary["arm_wall_s"] = arm_s
+    from .provenance import code_identity
+
     payload = {"kind": "bench", "suite": suite.name, "config": args.config,
                "direction": args.direction, "backend": backend_name, "env": env,
+               "code": code_identity(),
                "batch_override": batch, "budget_s": budget, "pytorch_runs": args.pytorch_runs,
                "tune_runs": args.tune_runs, "shard": args.shard, "match": args.match,
                "summary": summary,
@@ -781,7 +784,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    import json
+    from .bench_merge import merge_docs
 
     docs = []
     for path in args.merge:
@@ -793,33 +796,13 @@ def _merge(args: argparse.Namespace) -> int:
         if not isinstance(doc, dict) or doc.get("kind") != "bench" or "rows" not in doc:
             raise UsageError(f"{path} is not a `convdoctor bench --json` result")
         docs.append(doc)
-    first = docs[0]
-    for path, d in zip(args.merge, docs, strict=True):
-        for field in ("suite", "config", "direction", "backend"):
-            if d.get(field) != first.get(field):
-                raise UsageError(f"{path}: {field} {d.get(field)!r} differs from "
-                                 f"{args.merge[0]}'s {first.get(field)!r}; merge only shards of "
-                                 "one suite, configuration and direction")
-    seen: set[str] = set()
-    rows = []
-    for d in docs:
-        for r in d["rows"]:
-            if r["problem_key"] not in seen:   # a problem run in two shards counts once
-                seen.add(r["problem_key"])
-                rows.append(r)
-    summary = summarize(rows)
-    summary["wall_s"] = sum(d["summary"].get("wall_s") or 0.0 for d in docs)
-    summary["tuning_s_total_per_run"] = [
-        sum(x or 0.0 for x in col) for col in zip(*(d["summary"].get("tuning_s_total_per_run")
-                                                    or [] for d in docs), strict=False)]
-    payload = dict(first, rows=rows, summary=summary, shard=None,
-                   merged_from=[str(p) for p in args.merge])
-    return _emit(args, payload)
+    return _emit(args, merge_docs([str(p) for p in args.merge], docs, summarize))
 
 
 def _emit(args: argparse.Namespace, payload: dict[str, Any]) -> int:
     from ..cli import emit
     from ..report import dumps
+    from .bench_merge import provenance_lines
     from .render import fmt_time, table
 
     if getattr(args, "out", None):
@@ -886,6 +869,7 @@ def _emit(args: argparse.Namespace, payload: dict[str, Any]) -> int:
                              + ("; ".join(why[:3]) or "no reason recorded"))
     lines += slower_lines(rows)
     lines += disagreement_lines(rows)
+    lines += provenance_lines(payload)
     if s["degraded_problems"]:
         lines.append(f"note: {s['degraded_problems']} problems were measured while the device "
                      "was slowed down (nothing chosen there)")
