@@ -12,6 +12,7 @@ import subprocess
 from typing import Any
 
 GIT_TIMEOUT_S = 2.0
+COMMIT_ENV = "CONVDOCTOR_CODE_COMMIT"   # names the commit where git cannot
 
 
 def _git(args: list[str], cwd: str) -> str | None:
@@ -28,6 +29,10 @@ def code_identity(package_dir: str | None = None) -> dict[str, Any]:
     commit (uncommitted changes under the package directory); both None outside a git checkout."""
     from .._version import __version__
 
+    # a copy of the tree without its .git (the GPU machine gets one) is named by the caller
+    named = os.environ.get(COMMIT_ENV, "").strip()
+    if named:
+        return {"version": __version__, "commit": named, "dirty": None}
     here = package_dir or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     # a package installed inside someone else's repository (a venv in a project) must not report
     # that project's commit: the package's own __init__.py must be tracked by the checkout
