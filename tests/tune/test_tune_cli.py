@@ -102,7 +102,8 @@ def test_bench_small_suite_side_by_side(capsys: pytest.CaptureFixture[str],
     assert row["heuristic_process_spread"] is not None and row["heuristic_process_spread"] >= 0
     assert out["summary"]["problems"] == 1 and out["summary"]["wall_s"] > 0
     # which code measured it (bench --merge reports mixtures of versions from this)
-    assert out["code"]["version"] and "commit" in out["code"]
+    from convdoctor.tune.provenance import source_hash
+    assert out["code"]["source"] == source_hash() and out["code"]["version"]
 
 
 def test_listing_notes_name_a_refused_graph_and_a_spent_refinement_budget() -> None:

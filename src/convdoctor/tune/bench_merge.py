@@ -3,13 +3,16 @@
 A whole suite pass often spans several device calls (shards), and sometimes two sessions (session
 25 joined its 80 re-measured stride-1 rows with session 22's 21 strided rows). The joined figure is
 honest only if a reader can see where every row came from, so the merge:
-- refuses results of another suite, configuration, direction or backend (as before), and results
-  measured on another machine or software stack (`env`: GPU, SM count, compute capability,
-  driver, CUDA runtime, cuDNN, frontend, torch): such figures cannot share one geomean;
+- refuses results of another suite, configuration, direction or backend, and results measured on
+  another machine or software stack (every `env` field that both results record: GPU, SM count,
+  compute capability, driver, CUDA runtime, cuDNN, frontend, torch; on the CPU the processor,
+  cores and threads): such figures cannot share one geomean;
 - keeps each problem once, from the first file that has it, and marks the row with the file it
-  came from (`merged_source`, a chain when a merged file is merged again);
-- records per file how many rows it supplied and which convdoctor code measured them
-  (`merged_rows`), and says so in the human output when the files' code differs.
+  came from (`merged_source`, a chain when a merged file is merged again) and the code that
+  measured it (`measured_by`, carried through later merges);
+- lists per file how many rows it supplied (`merged_rows`) and per code version how many rows it
+  measured (`merged_codes`), and says so in the human output: a note when the rows come from
+  different code, or from files that do not record their code or their machine.
 """
 
 from __future__ import annotations
@@ -18,12 +21,31 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import UsageError
+from .provenance import code_label, same_code
 
 # fields of a bench result that must agree for its rows to share one summary
 SAME_RUN_FIELDS = ("suite", "config", "direction", "backend")
-# the machine and software stack (`env`); a result without `env` (older files) is not checked
-SAME_ENV_FIELDS = ("gpu_name", "sm_count", "compute_capability", "driver", "cuda_runtime", "cudnn",
-                   "cudnn_frontend", "torch")
+# `env` fields that may differ between results of one stack
+ENV_FIELDS_FREE: tuple[str, ...] = ()
+
+
+def validate(path: str, doc: Any) -> dict[str, Any]:
+    """The document when it is a bench result whose rows can be merged; UsageError otherwise."""
+    if not isinstance(doc, dict) or doc.get("kind") != "bench" or "rows" not in doc:
+        raise UsageError(f"{path} is not a `convdoctor bench --json` result")
+    rows = doc["rows"]
+    if not isinstance(rows, list):
+        raise UsageError(f"{path}: `rows` is not a list; is the file a whole bench result?")
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict) or not isinstance(r.get("problem_key"), str):
+            raise UsageError(f"{path}: row {i + 1} is not a bench row (no `problem_key`)")
+    if not isinstance(doc.get("summary"), dict):
+        raise UsageError(f"{path}: no `summary`; a bench run's --out file has one (a "
+                         ".partial state file cannot be merged: finish the run with --resume)")
+    for field in ("env", "code"):
+        if doc.get(field) is not None and not isinstance(doc[field], dict):
+            raise UsageError(f"{path}: `{field}` is not an object")
+    return doc
 
 
 def check_compatible(paths: Sequence[str], docs: Sequence[dict[str, Any]]) -> None:
@@ -35,23 +57,21 @@ def check_compatible(paths: Sequence[str], docs: Sequence[dict[str, Any]]) -> No
                 raise UsageError(f"{path}: {field} {d.get(field)!r} differs from "
                                  f"{first_path}'s {first.get(field)!r}; merge only shards of "
                                  "one suite, configuration and direction")
-    envs: list[tuple[str, dict[str, Any]]] = [
-        (p, d["env"]) for p, d in zip(paths, docs, strict=True) if isinstance(d.get("env"), dict)]
-    if not envs:
-        return
-    ref_path, ref = envs[0]
-    for path, env in envs[1:]:
-        for field in SAME_ENV_FIELDS:
-            if env.get(field) != ref.get(field):
-                raise UsageError(f"{path}: measured with {field} {env.get(field)!r}, {ref_path} "
-                                 f"with {ref.get(field)!r}; results of different machines or "
-                                 "software stacks cannot share one summary - merge each "
-                                 "stack's results on their own")
+    envs = [(p, d["env"]) for p, d in zip(paths, docs, strict=True) if isinstance(d.get("env"), dict)]
+    for i, (path, env) in enumerate(envs):
+        for ref_path, ref in envs[:i]:
+            for field in sorted(set(env) & set(ref)):
+                if field not in ENV_FIELDS_FREE and env[field] != ref[field]:
+                    raise UsageError(
+                        f"{path}: measured with {field} {env[field]!r}, {ref_path} with "
+                        f"{ref[field]!r}; results of different machines or software stacks "
+                        "cannot share one summary - merge each stack's results on their own")
 
 
 def merge_docs(paths: Sequence[str], docs: Sequence[dict[str, Any]],
                summarize: Callable[[list[dict[str, Any]]], dict[str, Any]]) -> dict[str, Any]:
     """One bench payload from several; `summarize` is the bench's own summary of rows."""
+    docs = [validate(p, d) for p, d in zip(paths, docs, strict=True)]
     check_compatible(paths, docs)
     seen: set[str] = set()
     rows: list[dict[str, Any]] = []
@@ -64,28 +84,52 @@ def merge_docs(paths: Sequence[str], docs: Sequence[dict[str, Any]],
                 continue
             seen.add(r["problem_key"])
             chain = r.get("merged_source")
-            chain = chain if isinstance(chain, list) else ([chain] if chain else [])
-            rows.append(dict(r, merged_source=[str(path), *chain]))
+            chain = [str(c) for c in chain] if isinstance(chain, list) else []
+            # a row of a merged file keeps the code of the file that measured it
+            by = r["measured_by"] if "measured_by" in r else d.get("code")
+            rows.append(dict(r, merged_source=[str(path), *chain], measured_by=by))
             took += 1
         per_file.append({"file": str(path), "rows": took, "duplicates_dropped": dup,
-                         "code": d.get("code"), "merged_from": d.get("merged_from")})
-    summary = summarize(rows)
-    summary["wall_s"] = sum(d["summary"].get("wall_s") or 0.0 for d in docs)
+                         "code": d.get("code"), "env_recorded": isinstance(d.get("env"), dict),
+                         "merged_from": d.get("merged_from")})
+    try:
+        summary = summarize(rows)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"a row cannot be summarized ({type(exc).__name__}: {exc}); are all "
+                         "files `convdoctor bench --json` results of this version?") from None
+    summary["wall_s"] = sum(_num(d["summary"].get("wall_s")) for d in docs)
     summary["tuning_s_total_per_run"] = [
-        sum(x or 0.0 for x in col) for col in zip(*(d["summary"].get("tuning_s_total_per_run")
-                                                    or [] for d in docs), strict=False)]
-    return dict(docs[0], rows=rows, summary=summary, shard=None,
-                merged_from=[str(p) for p in paths], merged_rows=per_file)
+        sum(_num(x) for x in col) for col in zip(*(_list(d["summary"].get("tuning_s_total_per_run"))
+                                                   for d in docs), strict=False)]
+    codes = code_groups(rows)
+    env = next((d["env"] for d in docs if isinstance(d.get("env"), dict)), None)
+    return dict(docs[0], rows=rows, summary=summary, shard=None, env=env,
+                code=codes[0]["code"] if len(codes) == 1 else None,
+                merged_from=[str(p) for p in paths], merged_rows=per_file, merged_codes=codes)
 
 
-def _code_label(code: Any) -> str:
-    if not isinstance(code, dict):
-        return "code not recorded"
-    commit = code.get("commit")
-    label = f"convdoctor {code.get('version', '?')}"
-    if commit:
-        label += f" @ {commit}" + ("+dirty" if code.get("dirty") else "")
-    return label
+def _num(x: Any) -> float:
+    return float(x) if isinstance(x, (int, float)) else 0.0
+
+
+def _list(x: Any) -> list[Any]:
+    return x if isinstance(x, list) else []
+
+
+def code_groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows grouped by the code that measured them: [{"code", "label", "rows"}], in order of
+    first appearance; rows without a record form one "code not recorded" group."""
+    groups: list[dict[str, Any]] = []
+    for r in rows:
+        by = r.get("measured_by")
+        for g in groups:
+            if (by is None and g["code"] is None) or same_code(by, g["code"]):
+                g["rows"] += 1
+                break
+        else:
+            groups.append({"code": by if isinstance(by, dict) else None,
+                           "label": code_label(by), "rows": 1})
+    return groups
 
 
 def provenance_lines(payload: dict[str, Any]) -> list[str]:
@@ -97,9 +141,19 @@ def provenance_lines(payload: dict[str, Any]) -> list[str]:
         f"{f['file']} {f['rows']}" + (f" ({f['duplicates_dropped']} already given by an earlier "
                                       "file)" if f["duplicates_dropped"] else "")
         for f in per_file)]
-    labels = {_code_label(f.get("code")) for f in per_file if f["rows"]}
-    if len(labels) > 1:
+    groups = payload.get("merged_codes") or []
+    known = [g for g in groups if g["code"] is not None]
+    unknown = sum(g["rows"] for g in groups if g["code"] is None)
+    if len(known) > 1:
         lines.append("note: the merged rows were measured by different code ("
-                     + ", ".join(sorted(labels)) + "): a mixture of versions - say so where the "
-                     "figure is quoted (each row's `merged_source` names its file)")
+                     + "; ".join(f"{g['label']}: {g['rows']} rows" for g in known)
+                     + "): a mixture of versions - say so where the figure is quoted (each "
+                     "row's `merged_source` and `measured_by` name its file and code)")
+    if unknown and len(per_file) > 1:
+        lines.append(f"note: {unknown} rows come from files that do not record their code: a "
+                     "mixture of versions cannot be ruled out")
+    no_env = [f["file"] for f in per_file if f["rows"] and not f.get("env_recorded")]
+    if no_env and len(per_file) > 1:
+        lines.append("note: " + ", ".join(no_env) + " record(s) no machine or software stack "
+                     "(`env`): not checked against the other files")
     return lines

@@ -32,6 +32,7 @@ from typing import Any
 from ..errors import UsageError
 from ..problem import ConvProblem
 from .backend import Candidate, ClockReading
+from .provenance import code_identity
 from .result import BASELINE_KEYS, CPU_BASELINE_KEYS
 
 TWIN_PREFIX = "twin:"  # = convdoctor.tune.gpu.policy.TWIN_PREFIX (no torch import here)
@@ -104,11 +105,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --out FILE: continue an interrupted run from FILE.partial (written "
                    "after every problem: the PyTorch and convdoctor processes already finished, "
                    "and the finished problems of the one it stopped in, are not run again; the "
-                   "file must come from the same problems, settings and "
-                   "machine)")
+                   "file must come from the same problems, settings, machine and "
+                   "convdoctor code)")
     p.add_argument("--merge", nargs="+", default=None, metavar="FILE",
                    help="instead of running: join the JSON results of several bench runs (shards "
-                   "of one suite and configuration) and summarize them as one")
+                   "of one suite and configuration, measured on one machine and software "
+                   "stack) and summarize them as one; a problem in several files counts once, "
+                   "from the first; each row names its file and the code that measured it")
 
 
 class _Restricted:
@@ -474,9 +477,13 @@ def _bench(args: argparse.Namespace) -> int:
         problems = [e.problem(direction=args.direction, dtype=dtype, layout=layout, math=math_mode,
                               batch=batch) for e in entries]
         spec = backend_name
+        # the code that measures, taken before anything runs; its source hash is part of the
+        # run's signature, so a stopped run is never resumed by other code (session 24 had to
+        # remember not to resume a shard of code it had changed since)
+        code = code_identity()
         sig = {"suite": suite.name, "config": args.config, "direction": args.direction,
                "backend": backend_name, "env": env, "budget_s": budget,
-               "problems": [p.key() for p in problems]}
+               "problems": [p.key() for p in problems], "source": code["source"]}
         partial = (args.out + ".partial") if args.out else None
         torch_runs: list[dict[str, Any]] = []
         tune_runs: list[dict[str, Any]] = []
@@ -640,11 +647,9 @@ def _bench(args: argparse.Namespace) -> int:
     summary["resumed_problems"] = resumed_problems
     summary["tuning_s_total_per_run"] = [r.get("_process_s") for r in tune_runs]
     summary["arm_wall_s"] = arm_s
-    from .provenance import code_identity
-
     payload = {"kind": "bench", "suite": suite.name, "config": args.config,
                "direction": args.direction, "backend": backend_name, "env": env,
-               "code": code_identity(),
+               "code": code,
                "batch_override": batch, "budget_s": budget, "pytorch_runs": args.pytorch_runs,
                "tune_runs": args.tune_runs, "shard": args.shard, "match": args.match,
                "summary": summary,
@@ -689,6 +694,12 @@ def load_partial(path: str, signature: dict[str, Any]) -> dict[str, Any]:
         theirs = state.get("signature") or {}
         diff = sorted(k for k in set(signature) | set(theirs)
                       if signature.get(k) != theirs.get(k))
+        if diff == ["source"]:
+            raise UsageError(
+                f"{path} was written by other convdoctor code (source "
+                f"{theirs.get('source') or 'not recorded'}, now {signature.get('source')}): "
+                "resuming would mix two versions' figures in one result; remove it to run the "
+                "part again, or resume with the code that wrote it")
         raise UsageError(f"{path} belongs to another run (differs in: {', '.join(diff)}); remove "
                          "it, or run without --resume")
     cur = state.get("current")
@@ -793,8 +804,6 @@ def _merge(args: argparse.Namespace) -> int:
                 doc = json.load(fh)
         except (OSError, json.JSONDecodeError) as exc:
             raise UsageError(f"cannot read bench result {path}: {exc}") from None
-        if not isinstance(doc, dict) or doc.get("kind") != "bench" or "rows" not in doc:
-            raise UsageError(f"{path} is not a `convdoctor bench --json` result")
         docs.append(doc)
     return _emit(args, merge_docs([str(p) for p in args.merge], docs, summarize))
 
