@@ -11,7 +11,7 @@ input signature, so steady-state cost is one dict lookup per convolution. Functi
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, Literal
 
 from ..errors import ConvdoctorError
 from ..report import Finding, render_findings
@@ -115,7 +115,7 @@ def _functional_guard(model: Any, performance: bool) -> list[Any]:
                 key = (op, id(top), tuple(x.shape), x.dtype, x.device, tuple(w.shape), w.dtype, w.device,
                        repr(args[2:]), repr(sorted(kwargs.items(), key=lambda kv: kv[0]))[:500]
                        if kwargs else "")
-                hit = cache.get(key, False)
+                hit: list[Finding] | None | Literal[False] = cache.get(key, False)
                 if hit is False:
                     parent = names.get(id(top), "") if top is not None else ""
                     layer = f"{parent}.<functional:{op}>" if parent else f"<functional:{op}>"
@@ -187,7 +187,7 @@ def validate(model: Any, *, performance: bool = False, max_shapes: int | None = 
             w = mod.weight
             key = (tuple(x.shape), x.dtype, x.device, w.dtype, w.device, tuple(w.shape),
                    x.is_contiguous(), None if mod.bias is None else mod.bias.dtype)
-            hit = cache.get(key, False)
+            hit: list[Finding] | None | Literal[False] = cache.get(key, False)
             if hit is False:
                 device = "cuda" if x.device.type == "cuda" else "cpu"
                 if device == "cuda" and not cudnn_version:

@@ -10,6 +10,7 @@ current environment is *stale*: `get` never returns it as valid; `lookup` says w
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import sqlite3
@@ -419,7 +420,7 @@ class TuningDB:
             out.setdefault(str(kind), {})[str(unit)] = str(why)
         return out
 
-    def left_out_records(self) -> list[dict[str, Any]]:
+    def left_out_records(self) -> builtins.list[dict[str, Any]]:  # `list` here is TuningDB.list
         """Every remembered unit, with its device and versions (for `convdoctor db list`)."""
         rows = self._guard(lambda c: c.execute(
             "SELECT kind, unit, why, device_key, versions_key, created FROM left_out "
@@ -460,8 +461,9 @@ class TuningDB:
         """Write every record (full statistics) to a JSON file; returns the count."""
         rows = self._guard(lambda c: c.execute(
             "SELECT result_json FROM results ORDER BY problem_key, created").fetchall())
-        doc = {"format": EXPORT_FORMAT, "schema": SCHEMA_VERSION, "exported": time.time(),
-               "records": [json.loads(r[0]) for r in rows]}
+        doc: dict[str, Any] = {"format": EXPORT_FORMAT, "schema": SCHEMA_VERSION,
+                               "exported": time.time(),
+                               "records": [json.loads(r[0]) for r in rows]}
         out = Path(path)
         tmp = out.with_name(out.name + ".tmp")
         try:

@@ -74,8 +74,8 @@ def summary(report: Report) -> str:
                 errs = c.get("rel_err") or {}
                 if errs:
                     worst = max(errs.values())
-                    tf = {True: ", TF32 took effect", False: ", TF32 did not change the result"}.get(c.get("tf32_effective"), "")
-                    lines.append(f"           GPU {c.get('device')} {c.get('case'):<5} max rel err {worst:.1e} (tol {c.get('tol'):.0e}){tf}")
+                    tf32_note = {True: ", TF32 took effect", False: ", TF32 did not change the result"}.get(c.get("tf32_effective"), "")
+                    lines.append(f"           GPU {c.get('device')} {c.get('case'):<5} max rel err {worst:.1e} (tol {c.get('tol'):.0e}){tf32_note}")
         else:
             lines.append(f"smoke:     not run ({sm.get('error')})")
     return "\n".join(lines)

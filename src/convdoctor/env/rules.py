@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..report import Finding
 from .facts import Fact, parse_version
@@ -357,7 +357,8 @@ def rule_cudnn_versions(facts: dict[str, Fact], data: RuleData) -> list[Finding]
                             fix_cmd=fix, evidence=ev))
     tf = _v(facts, "tensorflow")
     if tf.get("installed") and (tf.get("cudnn_compiled") or tf.get("cudnn_version")):
-        comp = tf.get("cudnn_compiled") or tf.get("cudnn_version")
+        # truthy: the condition above checked the same expression
+        comp = cast(str, tf.get("cudnn_compiled") or tf.get("cudnn_version"))
         major = comp.split(".")[0]
         rc = _generic_winner(facts, f"libcudnn.so.{major}")
         if rc and rc.get("version"):
@@ -450,7 +451,7 @@ def _cc_supported(cc: str, arch_list: list[str]) -> bool:
 def rule_arch(facts: dict[str, Fact], data: RuleData) -> list[Finding]:
     t = _v(facts, "torch")
     arch = t.get("arch_list") or []
-    out = []
+    out: list[Finding] = []
     if not arch:
         return out
     for d in _v(facts, "gpus").get("devices", []):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from . import facts as factmod
 from .kb import causes as cause_table
@@ -146,6 +146,7 @@ def analyze(lines: Iterable[tuple[int, str]], *, looked_at: dict[str, Any] | Non
     if full is None:
         full = len(lines) <= FULL_LIMIT
     lows = [t.lower() for _, t in lines]
+    primary: Iterable[int]
     if full:
         primary = range(len(lines))
     else:
@@ -323,7 +324,8 @@ def _refine(votes: _Votes, f: factmod.Facts, fired: dict[str, list[Evidence]],
     if f.driver_found_cuda:
         votes.add("driver-too-old", 1, f"the driver supports CUDA up to {f.driver_found_cuda}")
     if "possibly-insufficient-driver" in fired and f.driver_max_cuda_major is not None:
-        newer = [c for c in f.cuda_mentioned if _major(c) and _major(c) > f.driver_max_cuda_major]
+        # cast: the first _major(c) call was truthy, so the second (same input) is an int
+        newer = [c for c in f.cuda_mentioned if _major(c) and cast(int, _major(c)) > f.driver_max_cuda_major]
         if newer:
             votes.add("driver-too-old", 4, f"driver {f.driver_version} supports CUDA {f.driver_max_cuda_major}.x "
                       f"but CUDA {newer[0]} is in use")
@@ -490,16 +492,17 @@ def conv_kwargs(f: factmod.Facts) -> dict[str, Any] | None:
         if c.get("memory_format"):
             kw["memory_format"] = c["memory_format"]
     elif f.padded_vs_kernel:
-        p, k = f.padded_vs_kernel["padded_input"], f.padded_vs_kernel["kernel"]
-        if p and len(p) == len(k):
-            kw = {"x_shape": [1, 1, *p], "w_shape": [1, 1, *k]}
+        padded, kernel = f.padded_vs_kernel["padded_input"], f.padded_vs_kernel["kernel"]
+        if padded and len(padded) == len(kernel):
+            kw = {"x_shape": [1, 1, *padded], "w_shape": [1, 1, *kernel]}
     if f.type_pair:
         a, b = f.type_pair
         dt = {"half": "float16", "float": "float32", "double": "float64", "bfloat16": "bfloat16"}
         if kw is None:
             kw = {"x_shape": [1, 1, 8, 8], "w_shape": [1, 1, 3, 3]}
         if a.get("dtype") in dt and b.get("dtype") in dt:
-            kw["dtype"], kw["weight_dtype"] = dt[a["dtype"]], dt[b["dtype"]]
+            # cast: both dtypes were just found among dt's (str) keys, so neither is None
+            kw["dtype"], kw["weight_dtype"] = dt[cast(str, a["dtype"])], dt[cast(str, b["dtype"])]
         if a.get("device") and b.get("device"):
             kw["device"], kw["weight_device"] = a["device"], b["device"]
     return kw

@@ -250,8 +250,8 @@ def extract(text: str) -> Facts:
         break
 
     shapes: list[list[int]] = []
-    for rx in _SHAPE_RES:
-        for s in rx.findall(text):
+    for shape_rx in _SHAPE_RES:
+        for s in shape_rx.findall(text):
             dims = _ints(s)
             if 2 <= len(dims) <= 6 and dims not in shapes:
                 shapes.append(dims)
@@ -272,9 +272,9 @@ def extract(text: str) -> Facts:
     conv = _parse_conv(text)
     if conv is not None:
         f.conv = conv
-        x = conv.get("x_shape")
-        if x and len(x) >= 3:
-            est = x[0] * conv["out_channels"] * math.prod(x[2:])
+        x_shape = conv.get("x_shape")
+        if x_shape and len(x_shape) >= 3:
+            est = x_shape[0] * conv["out_channels"] * math.prod(x_shape[2:])
             if conv.get("transposed"):
                 est *= math.prod(conv.get("stride") or [1]) or 1
             f.est_output_numel = est

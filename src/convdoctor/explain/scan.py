@@ -130,8 +130,8 @@ class Scanner:
             self._small_buf = None
             return self.res
         last = list(self._prev_tail)[-LAST_LINES:]
-        for j, text in enumerate(last):
-            self._keep(self._line_base - len(last) + 1 + j, text)
+        for j, line in enumerate(last):
+            self._keep(self._line_base - len(last) + 1 + j, line)
         self.res.lines = sorted({**self._head, **self._tail}.items())
         return self.res
 

@@ -83,10 +83,11 @@ def run(args: argparse.Namespace) -> int:
         model.eval()
     x = torch.randn(*shape, device=dev, dtype=dtype)
     baseline = copy.deepcopy(model)
-    cl = {"auto": "auto", "on": True, "off": False}[args.channels_last]
+    on_off: dict[str, bool | str] = {"auto": "auto", "on": True, "off": False}
+    cl = on_off[args.channels_last]
     try:
         optimize(model, x, train=args.train, db=args.db, tune_missing=not args.no_tune,
-                 channels_last=cl, graphs={"auto": "auto", "on": True, "off": False}[args.graphs],
+                 channels_last=cl, graphs=on_off[args.graphs],
                  budget_s=args.budget, steps=max(4, args.steps // 2), margin=margin,
                  backend="cuda" if dev == "cuda" else "cpu")
     except UsageError:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import types
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -32,6 +32,9 @@ from torch.nn.modules.conv import (
     ConvTranspose3d,
     _ConvNd,
 )
+
+if TYPE_CHECKING:
+    from torch.nn.modules.conv import _ConvTransposeNd
 
 from . import compiled as _compiled
 from . import fallback as _fb
@@ -178,8 +181,11 @@ class Site:
             if m.padding_mode != "zeros":
                 return self.cls_forward(m, x, output_size)  # raises PyTorch's own error
             if output_size is not None:
-                op = m._output_padding(x, output_size, list(m.stride), list(m.padding),
-                                       list(m.kernel_size), self.nd, list(m.dilation))
+                # casts: self.transposed, so m is a ConvTranspose module (it has _output_padding),
+                # whose padding is always a tuple of ints (never a string such as "same")
+                op = cast("_ConvTransposeNd", m)._output_padding(
+                    x, output_size, list(m.stride), list(cast("tuple[int, ...]", m.padding)),
+                    list(m.kernel_size), self.nd, list(m.dilation))
                 args = replace(args, output_padding=tuple(op))
         unbatched = x.dim() == self.nd + 1
         if unbatched:

@@ -9,9 +9,9 @@ lives in `cpu_backend.py`; the CUDA backend in `convdoctor.tune.gpu.backend.Cuda
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from ..errors import UsageError
 
@@ -47,9 +47,9 @@ class Candidate:
     @classmethod
     def from_dict(cls, d: dict[str, object]) -> Candidate:
         return cls(key=str(d["key"]), backend=str(d["backend"]),
-                   workspace_bytes=int(d.get("workspace_bytes", 0) or 0),  # type: ignore[arg-type]
+                   workspace_bytes=int(cast(int, d.get("workspace_bytes", 0) or 0)),
                    deterministic=bool(d.get("deterministic", True)),
-                   notes=tuple(str(n) for n in d.get("notes", ()) or ()),  # type: ignore[union-attr]
+                   notes=tuple(str(n) for n in cast("Iterable[object]", d.get("notes", ()) or ())),
                    pinned=bool(d.get("pinned", True)))
 
 

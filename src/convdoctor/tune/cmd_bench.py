@@ -390,7 +390,8 @@ def _referee_arm(problems: list[ConvProblem], keys_for: dict[str, list[str]], sp
     from .harness import Harness, HarnessConfig
     from .worker import WorkerBackend
 
-    out: dict[str, dict[str, float]] = dict(done or {})
+    # values: {key: seconds} per problem, and {problem key: {key: error}} under OUTSIDE_KEY
+    out: dict[str, dict[str, Any]] = dict(done or {})
     with WorkerBackend(spec, timeout_s=timeout, env=MEASURE_ONLY_ENV) as be:
         env = be.environment()
         for p in problems:
@@ -577,7 +578,7 @@ def _bench(args: argparse.Namespace) -> int:
             arm_s["referee"].append(wall())
     finally:
         first.shutdown()
-    wall = time.monotonic() - t0
+    wall_s = time.monotonic() - t0
 
     rows: list[dict[str, Any]] = []
     for e, p in zip(entries, problems, strict=True):
@@ -640,8 +641,8 @@ def _bench(args: argparse.Namespace) -> int:
 
     summary = summarize(rows)
     # the whole bench's wall: this process's and that of the stopped runs it resumed
-    summary["wall_s"] = wall_before + wall
-    summary["wall_s_this_process"] = wall
+    summary["wall_s"] = wall_before + wall_s
+    summary["wall_s_this_process"] = wall_s
     summary["resumed_arms"] = (args.pytorch_runs + args.tune_runs) - left_arms
     # problems of an arm the run had stopped in, not run again
     summary["resumed_problems"] = resumed_problems

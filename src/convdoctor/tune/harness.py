@@ -552,10 +552,10 @@ class Harness:
                                   lv.stats.candidate.workspace_bytes,
                                   not lv.stats.candidate.deterministic, lv.stats.candidate.key))
         if self.cfg.trace is not None:
-            ratios = {}
+            trace_ratios: dict[str, dict[str, Any]] = {}
             for lv in measured:
                 r = scores.get(id(lv), [])
-                ratios[lv.stats.candidate.key] = {
+                trace_ratios[lv.stats.candidate.key] = {
                     "median": round(statistics.median(r), 4) if r else None, "rounds": len(r),
                     "placement_score": (round(rel[id(lv)], 4) if math.isfinite(rel[id(lv)])
                                         else None),
@@ -563,7 +563,7 @@ class Harness:
                     "median_us": round((lv.stats.median_s or 0.0) * 1e6, 2), "n": lv.stats.n,
                     "timing": str(getattr(lv.runner, "timing_mode", "") or "")}
             self._trace({"phase": "select", "leader": leader.stats.candidate.key,
-                         "ratios_to_leader": ratios,
+                         "ratios_to_leader": trace_ratios,
                          "ties": [lv.stats.candidate.key for lv in ties],
                          "pytorch_bound": round(bound, 4) if bound is not None else None,
                          "winner": ties[0].stats.candidate.key,
@@ -589,6 +589,7 @@ class Harness:
     def run(self, problem: ConvProblem, env: dict[str, str]) -> TuneResult:
         t0 = time.monotonic()
         listing_notes: list[str] = []
+        cands: list[Candidate] | None
         try:
             cands = self.backend.candidates(problem)
         except Exception as exc:  # noqa: BLE001 - a backend that cannot list costs this problem

@@ -711,12 +711,12 @@ def enumerate_plans(problem: ConvProblem, *, device: int | None = None, handle: 
                 note(info)
             if probe:
                 listing_step("setup", "", f"behaviour notes of mode {mode}")
-                for name, found in probe_notes(problem, h, mode).items():
+                for name, mode_notes in probe_notes(problem, h, mode).items():
                     try:
                         eng, _ = policy.parse_plan_name(name)
                     except ValueError:
                         continue
-                    engine_notes.setdefault(eng, set()).update(found)
+                    engine_notes.setdefault(eng, set()).update(mode_notes)
         t_enum = time.perf_counter()
         if enumerate_engines and max_extra > 0:
             listing_step("setup", "", "engine count")
