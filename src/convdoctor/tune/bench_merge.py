@@ -25,8 +25,6 @@ from .provenance import code_label, same_code
 
 # fields of a bench result that must agree for its rows to share one summary
 SAME_RUN_FIELDS = ("suite", "config", "direction", "backend")
-# `env` fields that may differ between results of one stack
-ENV_FIELDS_FREE: tuple[str, ...] = ()
 
 
 def validate(path: str, doc: Any) -> dict[str, Any]:
@@ -61,7 +59,7 @@ def check_compatible(paths: Sequence[str], docs: Sequence[dict[str, Any]]) -> No
     for i, (path, env) in enumerate(envs):
         for ref_path, ref in envs[:i]:
             for field in sorted(set(env) & set(ref)):
-                if field not in ENV_FIELDS_FREE and env[field] != ref[field]:
+                if env[field] != ref[field]:
                     raise UsageError(
                         f"{path}: measured with {field} {env[field]!r}, {ref_path} with "
                         f"{ref[field]!r}; results of different machines or software stacks "
@@ -90,8 +88,7 @@ def merge_docs(paths: Sequence[str], docs: Sequence[dict[str, Any]],
             rows.append(dict(r, merged_source=[str(path), *chain], measured_by=by))
             took += 1
         per_file.append({"file": str(path), "rows": took, "duplicates_dropped": dup,
-                         "code": d.get("code"), "env_recorded": isinstance(d.get("env"), dict),
-                         "merged_from": d.get("merged_from")})
+                         "code": d.get("code"), "env_recorded": isinstance(d.get("env"), dict)})
     try:
         summary = summarize(rows)
     except (KeyError, TypeError, ValueError) as exc:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-from functools import lru_cache
 from typing import Any
 
 GIT_TIMEOUT_S = 2.0
@@ -83,13 +82,8 @@ def code_identity(package_dir: str | None = None) -> dict[str, Any]:
     named = os.environ.get(COMMIT_ENV, "").strip()
     if not commit and named:
         commit, dirty, commit_from = named, None, "env"
-    return {"version": __version__, "source": _cached_source_hash(here), "commit": commit,
+    return {"version": __version__, "source": source_hash(here), "commit": commit,
             "dirty": dirty, "commit_from": commit_from}
-
-
-@lru_cache(maxsize=8)
-def _cached_source_hash(here: str) -> str:
-    return source_hash(here)
 
 
 def code_label(code: Any) -> str:
