@@ -382,3 +382,72 @@ def test_torch_compile_inductor_gpu() -> None:
             S.uninstall(m[i])
     for a, b in zip(ref, got, strict=True):
         torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-3)
+
+
+def _triton_route(m: nn.Module, x: torch.Tensor) -> S.Site:
+    """Route `m`'s fprop and dgrad through the depthwise Triton kernel (wgrad: PyTorch's path)."""
+    from convdoctor.kernels import depthwise
+    from convdoctor.runtime.execs import default_exec
+    from convdoctor.runtime.optimizer import problems_for
+    from convdoctor.runtime.triton_exec import TritonDwExec
+    from convdoctor.tune.gpu import policy
+
+    site = S.install(m, "m", "cuda")
+    site.recording = []
+    with torch.enable_grad():
+        m(x.detach().requires_grad_(True))
+    rec = site.recording[0]
+    site.recording = None
+    probs = problems_for(rec, True)
+    chains = {}
+    for d in S.DIRS:
+        cfgs = policy.triton_dw_configs(probs[d])
+        ex: object = (TritonDwExec(depthwise.PREFIX + cfgs[0], probs[d]) if cfgs
+                      else default_exec())
+        chains[d] = S.build_chain([ex], "cuda")
+    site.routes[rec["key"]] = S.Route(chains)
+    return site
+
+
+TRITON_CASES = {
+    "dw_bias": lambda: nn.Conv2d(6, 6, 3, groups=6, padding=1),
+    "dw5_stride2": lambda: nn.Conv2d(6, 6, 5, groups=6, stride=2, padding=2, bias=False),
+    "dw_same_even": lambda: nn.Conv2d(6, 6, 4, groups=6, padding="same", bias=False),
+    "dw_dilated_strided": lambda: nn.Conv2d(6, 6, 3, groups=6, stride=(2, 1), dilation=2,
+                                            padding=(2, 1)),
+    "dw_reflect": lambda: nn.Conv2d(6, 6, 3, groups=6, padding=1, padding_mode="reflect"),
+    "dw1d": lambda: nn.Conv1d(6, 6, 5, groups=6, padding=2),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(TRITON_CASES))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "cl"])
+def test_triton_depthwise_same_function_gpu(name: str, dtype: torch.dtype,
+                                            channels_last: bool) -> None:
+    """fprop and dgrad through convdoctor's depthwise Triton kernel compute PyTorch's outputs and
+    gradients, with no silent fallback."""
+    pytest.importorskip("triton")
+    prev = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        torch.manual_seed(0)
+        m = TRITON_CASES[name]().to("cuda", dtype)
+        x = _input(m, "cuda", channels_last, dtype)
+        ref = grads_of(m, x)
+        site = _triton_route(m, x)
+        got = grads_of(m, x)
+        with torch.no_grad():
+            got_nograd = m(x)
+        used = {d: site.routes[next(iter(site.routes))].current(i).key
+                for i, d in enumerate(S.DIRS)}
+        S.uninstall(m)
+        assert used["fprop"].startswith("triton:dw_") and used["dgrad"].startswith("triton:dw_"), used
+        tol = {torch.float32: (1e-4, 1e-3), torch.float16: (2e-2, 2e-2),
+               torch.bfloat16: (1e-1, 5e-2)}[dtype]
+        for a, b in zip(ref, got, strict=True):
+            torch.testing.assert_close(b.float(), a.float(), atol=tol[0], rtol=tol[1])
+        torch.testing.assert_close(got_nograd.float(), ref[0].float(), atol=tol[0], rtol=tol[1])
+    finally:
+        torch.backends.cudnn.allow_tf32 = prev

@@ -376,3 +376,33 @@ def test_listing_offers_dual_plans_that_run(backend, monkeypatch) -> None:
     strided = P("dgrad n=8 c=96 h=28 w=28 k=96 r=3 s=3 stride=2 pad=1 dtype=float32")
     assert not [c for c in backend.candidates(strided) if c.key.startswith(policy.DUAL_PREFIX)]
     assert "dual" not in backend.listing_info()
+
+
+@pytest.mark.parametrize("text", [
+    "fprop n=4 c=64 h=14 w=14 k=64 r=3 s=3 pad=1 groups=64 dtype=float32",
+    "dgrad n=4 c=48 h=15 w=13 k=48 r=5 s=5 stride=2 pad_pre=1 pad_post=2 groups=48 dtype=float32 "
+    "math=strict",
+    "dgrad n=4 c=64 h=14 w=14 k=64 r=3 s=3 pad=2 dil=2 groups=64 dtype=float16 layout=nhwc",
+    "fprop n=2 c=32 w=200 k=32 s=31 pad=15 groups=32 dtype=bfloat16",
+])
+def test_triton_depthwise_candidates_are_listed_correct_and_timed(backend, text: str) -> None:
+    """The depthwise kernel's configurations are offered for depthwise fprop/dgrad, each passes
+    the float64 check with a poisoned output, and times; wgrad gets none."""
+    pytest.importorskip("triton")
+    from convdoctor.tune.gpu import policy
+
+    p = P(text)
+    keys = [c.key for c in backend.torch_candidates(p) if c.key.startswith(policy.TRITON_PREFIX)]
+    assert keys and len(keys) == len(policy.triton_dw_configs(p))
+    for c in backend.torch_candidates(p):
+        if not c.key.startswith(policy.TRITON_PREFIX):
+            continue
+        runner = backend.prepare(p, c)
+        runner.warmup()
+        ok = runner.check()
+        assert ok.ok, (c.key, ok.detail)
+        ts = runner.time(3, slot=1)
+        assert len(ts) == 3 and all(t > 0 for t in ts)
+        runner.close()
+    w = P(text.replace("fprop", "wgrad").replace("dgrad", "wgrad"))
+    assert not any(c.key.startswith(policy.TRITON_PREFIX) for c in backend.torch_candidates(w))

@@ -582,10 +582,23 @@ DUAL_PREFIX = "cudnn-dual:"  # = convdoctor.tune.gpu.policy.DUAL_PREFIX
 DUAL_PENALTY_S = 8e-6
 
 
+TRITON_PREFIX = "triton:dw_"  # = convdoctor.tune.gpu.policy.TRITON_PREFIX
+# Host cost of a `triton:dw_` route per call outside a CUDA graph: Triton's Python launcher plus the
+# executor's checks and output allocation. An estimate, not a measured H100 figure (to be replaced
+# by one): charged where plans pay their penalty, nothing where the route is captured in a graph.
+TRITON_PENALTY_S = 20e-6
+
+
 def _is_plan(key: str) -> bool:
     """Run by a cudnn-frontend plan (= convdoctor.tune.gpu.policy.is_plan_key, without importing
     the GPU backend's modules here)."""
     return key.startswith(("cudnn:", DUAL_PREFIX))
+
+
+def _is_kernel(key: str) -> bool:
+    """Run by convdoctor's own kernel executor built per problem (a plan or a Triton kernel):
+    ordinary convolutions only, a host cost per call."""
+    return _is_plan(key) or key.startswith(TRITON_PREFIX)
 
 
 def _ranked_keys(result: Any, transposed: bool, plan_penalty_s: float = PLAN_PENALTY_S
@@ -598,13 +611,15 @@ def _ranked_keys(result: Any, transposed: bool, plan_penalty_s: float = PLAN_PEN
     ok = [s for s in getattr(result, "candidates", []) if s.status == "ok"
           and s.median_s is not None and (s.correctness is None or s.correctness.ok)
           and s.candidate.key not in UNROUTED_KEYS
-          and not (transposed and _is_plan(s.candidate.key))]
+          and not (transposed and _is_kernel(s.candidate.key))]
 
     def cost(s: Any) -> tuple[float, int]:
         key = s.candidate.key
         pen = plan_penalty_s if _is_plan(key) else 0.0
         if pen and key.startswith(DUAL_PREFIX):
             pen += DUAL_PENALTY_S  # the weight's gather is issued by the host on every call
+        if plan_penalty_s and key.startswith(TRITON_PREFIX):
+            pen = min(plan_penalty_s, TRITON_PENALTY_S)
         t = getattr(s, "rank_s", None)
         return ((s.median_s if t is None else t) + pen,
                 0 if win is not None and s.candidate.key == win.key else 1)
@@ -620,7 +635,7 @@ def _ranked_keys(result: Any, transposed: bool, plan_penalty_s: float = PLAN_PEN
             ok.insert(0, ok.pop(wi))
     keys = [s.candidate.key for s in ok]
     if not keys and win is not None and win.key not in UNROUTED_KEYS and not (
-            transposed and _is_plan(win.key)):
+            transposed and _is_kernel(win.key)):
         keys = [win.key]
     return keys
 
@@ -645,6 +660,16 @@ def _executors(keys: list[str], problem: Any, dev: str, notes: list[str]) -> lis
                 cls = DualPlanExec if key.startswith(DUAL_PREFIX) else PlanExec
                 out.append(cls.build(key, problem))
             except Exception as exc:  # noqa: BLE001 - a plan that does not build is skipped
+                notes.append(f"{key} for {problem.short()} not used: {type(exc).__name__}: {exc}")
+            continue
+        if key.startswith(TRITON_PREFIX):
+            if dev != "cuda":
+                continue
+            try:
+                from .triton_exec import TritonDwExec
+
+                out.append(TritonDwExec.build(key, problem))
+            except Exception as exc:  # noqa: BLE001 - no Triton here, or not this problem
                 notes.append(f"{key} for {problem.short()} not used: {type(exc).__name__}: {exc}")
             continue
         ex = torch_exec(key)

@@ -37,8 +37,9 @@ from .result import BASELINE_KEYS, CPU_BASELINE_KEYS
 
 TWIN_PREFIX = "twin:"  # = convdoctor.tune.gpu.policy.TWIN_PREFIX (no torch import here)
 CUDNN_PREFIX = "cudnn:"  # = convdoctor.tune.gpu.policy.CUDNN_PREFIX
-# plans a runner builds by name (= convdoctor.tune.gpu.policy.PLAN_PREFIXES)
-PLAN_PREFIXES = (CUDNN_PREFIX, "cudnn-dual:")
+# candidates a runner builds by name (= convdoctor.tune.gpu.policy.PLAN_PREFIXES, and the depthwise
+# kernel's configurations, policy.TRITON_PREFIX)
+PLAN_PREFIXES = (CUDNN_PREFIX, "cudnn-dual:", "triton:dw_")
 
 # The PyTorch and referee arms only time paths chosen elsewhere: no knob refinement there (it
 # would run cuDNN plans in those processes before PyTorch's paths are timed, and cost time).

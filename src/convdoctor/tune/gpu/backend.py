@@ -12,7 +12,10 @@ Candidates for a problem:
 - `torch:cudnn-off`: PyTorch with cuDNN disabled (its native CUDA kernels);
 - `torch:heuristic+nhwc`: PyTorch's heuristic path in channels_last (2D/3D NCHW problems);
 - `torch:gemm`: a 1x1 convolution (no padding, one group) as cuBLAS matrix products
-  (`convdoctor.tune.gemm`), TF32 as the math mode allows, fp16/bf16 reductions in fp32.
+  (`convdoctor.tune.gemm`), TF32 as the math mode allows, fp16/bf16 reductions in fp32;
+- `triton:dw_<config>`: a depthwise fprop or dgrad (1D/2D) by convdoctor's own Triton kernel
+  (`convdoctor.kernels.depthwise`), one key per tile configuration, fp32 accumulation, no TF32;
+  offered where Triton imports (`CONVDOCTOR_TRITON=0` turns it off).
 
 Runners: fprop via torch.nn.functional.conv{1,2,3}d, dgrad via aten.convolution_backward with
 output_mask (True, False, False), wgrad with (False, True, False); cuDNN plans via `ConvPlan`.
@@ -443,6 +446,48 @@ class GemmRunner(TorchRunner):
             return gemm.wgrad(self.a, self.b, p.stride, channels_last=self.cl)
 
 
+class TritonDwRunner(_Runner):
+    """`triton:dw_<config>`: the depthwise kernel writing into the problem's output buffer."""
+
+    def __init__(self, backend: CudaBackend, problem: ConvProblem, candidate: Candidate) -> None:
+        import torch
+
+        from ...kernels import depthwise
+
+        why = depthwise.unavailable() or depthwise.eligible(
+            problem.direction, problem.ndim, problem.c, problem.k, problem.groups, problem.n)
+        if why:
+            raise CandidateUnsupported(f"{candidate.key}: {why}")
+        self.config = depthwise.config_of(candidate.key) or ""
+        try:
+            depthwise.parse_config(self.config)
+        except ValueError as exc:
+            raise CandidateUnsupported(f"{candidate.key}: {exc}") from None
+        super().__init__(backend, problem, candidate)
+        try:
+            self.run()  # compiles the kernel (Triton JIT) before any timing or graph capture
+            torch.cuda.synchronize(backend.device)
+        except Exception as exc:  # noqa: BLE001 - a kernel that does not compile or launch
+            self.close()
+            raise CandidateUnsupported(
+                f"{candidate.key} failed: {type(exc).__name__}: "
+                f"{' '.join(str(exc).split())[:300]}") from None
+
+    def run(self) -> Any:
+        from ...kernels import depthwise
+
+        p = self.problem
+        return depthwise.run(p.direction, self.a, self.b, self.out, stride=p.stride,
+                             pad_pre=p.pad_pre, dilation=p.dilation, config=self.config)
+
+
+def triton_enabled() -> bool:
+    """`CONVDOCTOR_TRITON=0` keeps convdoctor's Triton kernels out of the candidates."""
+    import os
+
+    return os.environ.get("CONVDOCTOR_TRITON", "1").strip() not in ("0", "off", "false", "no")
+
+
 # A dual plan is offered when its quick time (without the weight transform) is within this of the
 # fastest quick time of the problem's own and dual plans; at most DUAL_KEEP of them.
 DUAL_BAND = 0.10
@@ -661,6 +706,15 @@ class CudaBackend:
             out.append(Candidate("torch:gemm", "cuda", 0, True,
                                  ("1x1 convolution as cuBLAS matrix products; a strided input's "
                                   "subsampling copy (and wgrad's NCHW transposes) timed",)))
+        if triton_enabled():
+            from ...kernels import depthwise
+
+            configs = policy.triton_dw_configs(problem)
+            if configs and depthwise.unavailable() is None:
+                # a fixed order of fp32 adds, no atomics: the same bits run to run
+                out += [Candidate(policy.TRITON_PREFIX + c, "cuda", 0, True,
+                                  ("depthwise direct kernel (Triton, convdoctor.kernels."
+                                   "depthwise), fp32 accumulation",)) for c in configs]
         if not (problem.deterministic and problem.direction != "fprop"):
             out.append(Candidate("torch:cudnn-off", "cuda", 0, problem.direction == "fprop",
                                  ("PyTorch native CUDA kernels (cuDNN disabled)",) + asym))
@@ -876,6 +930,8 @@ class CudaBackend:
                 return CudnnPlanRunner(self, problem, candidate)
             if candidate.key.startswith(policy.DUAL_PREFIX):
                 return DualPlanRunner(self, problem, candidate)
+            if candidate.key.startswith(policy.TRITON_PREFIX):
+                return TritonDwRunner(self, problem, candidate)
             if candidate.key == "torch:heuristic" and self.isolate_heuristic:
                 return self._heuristic_child().prepare(problem, candidate)
             runner: Any = (GemmRunner if candidate.key in policy.GEMM_KEYS else TorchRunner

@@ -36,6 +36,9 @@ GEMM_KEYS = ("torch:gemm",)
 # transform is a kernel inside the timed run.
 DUAL_PREFIX = "cudnn-dual:"
 PLAN_PREFIXES = (CUDNN_PREFIX, DUAL_PREFIX)
+# "triton:dw_<config>": a depthwise fprop or dgrad by convdoctor's own Triton kernel
+# (`convdoctor.kernels.depthwise`), one key per tile configuration
+TRITON_PREFIX = "triton:dw_"
 # "twin:<key>": candidate <key> run in the torch:heuristic child process, so the bench referee can
 # compare a choice with PyTorch's heuristic path inside one process (never a tuning candidate)
 TWIN_PREFIX = "twin:"
@@ -45,6 +48,19 @@ def gemm_eligible(problem: ConvProblem) -> bool:
     """The problem is exactly a matrix product: 1x1 kernel, no padding, one group."""
     return (problem.groups == 1 and all(k == 1 for k in problem.kernel)
             and not any(problem.pad_pre) and not any(problem.pad_post))
+
+def triton_dw_configs(problem: ConvProblem) -> tuple[str, ...]:
+    """The depthwise kernel's configurations offered for `problem` (none when the kernel does not
+    run it: not depthwise, wgrad, 3D, or a batch over the grid's limit)."""
+    from ...kernels import depthwise
+
+    if depthwise.eligible(problem.direction, problem.ndim, problem.c, problem.k, problem.groups,
+                          problem.n) is not None:
+        return ()
+    # the kernel writes planes of the output (fprop) or of the input (dgrad)
+    plane = problem.out_spatial() if problem.direction == "fprop" else problem.spatial
+    return depthwise.configs_for(problem.layout, math.prod(plane))
+
 
 # Heuristic modes queried, in this order; "enum" marks plans added by engine/knob enumeration.
 HEUR_MODES = ("A", "B", "FALLBACK")

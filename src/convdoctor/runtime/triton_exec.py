@@ -1,0 +1,91 @@
+"""`triton:dw_<config>` at run time: a depthwise convolution by convdoctor's Triton kernel.
+
+The tuner offers the kernel (`convdoctor.kernels.depthwise`) for depthwise fprop and dgrad and keeps
+it only where it measured faster than every cuDNN and PyTorch path and matched the float64
+reference. Like a cuDNN plan, an executor is built for one problem and one direction: the fprop
+executor runs forward calls, the dgrad one computes dx; asking it for another direction raises, and
+the route falls back (`runtime.fallback`). The kernel accumulates in fp32 and does not round fp32
+inputs to TF32, so it is at least as exact as the path it replaces. Ordinary (not transposed)
+convolutions only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..kernels import depthwise
+from .execs import ConvArgs
+
+
+def _dense(t: torch.Tensor) -> torch.Tensor:
+    """`t` if it is contiguous or channels-last (the layouts the kernel is compiled for), else a
+    contiguous copy (any other stride pattern would compile a kernel of its own)."""
+    if t.is_contiguous() or (t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last)):
+        return t
+    return t.contiguous()
+
+
+class TritonDwExec:
+    kind = "triton"
+
+    def __init__(self, key: str, problem: Any) -> None:
+        config = depthwise.config_of(key)
+        if config is None:
+            raise ValueError(f"{key} is not a depthwise kernel key")
+        depthwise.parse_config(config)
+        why = depthwise.eligible(problem.direction, problem.ndim, problem.c, problem.k,
+                                 problem.groups, problem.n) or depthwise.unavailable()
+        if why:
+            raise ValueError(f"{key}: {why}")
+        self.key = key
+        self.config = config
+        self.problem = problem
+        self.direction = problem.direction
+        self._bias_dims = [0, *range(2, 2 + problem.ndim)]
+
+    @classmethod
+    def build(cls, key: str, problem: Any) -> TritonDwExec:
+        return cls(key, problem)
+
+    def is_noop(self) -> bool:
+        return False
+
+    def _check(self, x: torch.Tensor, w: torch.Tensor, a: ConvArgs) -> None:
+        if a.transposed or a.groups != w.shape[0] or w.shape[1] != 1 or x.dtype != w.dtype:
+            raise RuntimeError(f"{self.key}: not a depthwise convolution of one dtype")
+
+    def fprop(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
+              a: ConvArgs) -> torch.Tensor:
+        if self.direction != "fprop":
+            raise RuntimeError(f"{self.key} was tuned for {self.direction}, not fprop")
+        self._check(x, w, a)
+        y = depthwise.fprop(_dense(x), w.contiguous(), stride=a.stride, pad_pre=a.padding,
+                            pad_post=a.padding, dilation=a.dilation, config=self.config)
+        if b is not None:
+            y.add_(b.view(1, -1, *([1] * (y.dim() - 2))))
+        return y  # type: ignore[no-any-return]
+
+    def backward(self, gy: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
+                 bias_sizes: list[int] | None, a: ConvArgs, mask: tuple[bool, bool, bool]
+                 ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+        if mask[1] or self.direction != "dgrad":
+            raise RuntimeError(f"{self.key} was tuned for {self.direction}; it computes dx only")
+        self._check(x, w, a)
+        gx = gb = None
+        if mask[0]:
+            gy = _dense(gy)
+            out = torch.empty(x.shape, dtype=gy.dtype, device=gy.device,
+                              memory_format=depthwise.format_of(x))
+            gx = depthwise.dgrad(gy, w.contiguous(), x.shape, stride=a.stride, pad_pre=a.padding,
+                                 dilation=a.dilation, config=self.config, out=out)
+        if mask[2]:
+            gb = gy.sum(dim=self._bias_dims)
+        return gx, None, gb
+
+    def describe(self) -> str:
+        return f"{self.key} (convdoctor's depthwise Triton kernel)"
+
+    def __repr__(self) -> str:
+        return f"TritonDwExec({self.key!r})"
