@@ -403,3 +403,27 @@ def test_a_dual_key_that_does_not_apply_is_a_note_not_an_error() -> None:
         "torch:heuristic"
     assert len(notes) == 1 and "stride-1 fprop and dgrad only" in notes[0]
     assert _executors(["cudnn-dual:eng67"], strided, "cpu", []) == []  # plans are CUDA-only
+
+
+def test_triton_routes_pay_their_launcher_outside_graphs_only() -> None:
+    # A depthwise kernel 30 us faster than PyTorch's path: in a graph replay it ranks first;
+    # eagerly its Triton launcher (TRITON_PENALTY_S, measured ~48.5 us more than F.conv2d) is
+    # charged and it does not; transposed convolutions never get it.
+    from convdoctor.problem import ConvProblem
+    from convdoctor.runtime.optimizer import TRITON_PENALTY_S, _ranked_keys, plan_penalty
+    from convdoctor.tune.backend import Candidate
+    from convdoctor.tune.result import CandidateStats, TuneResult
+
+    key = "triton:dw_c2p256w4"
+
+    def st(k: str, us: float) -> CandidateStats:
+        return CandidateStats(candidate=Candidate(k, "cuda"), samples=[us * 1e-6] * 5)
+
+    res = TuneResult(problem=ConvProblem.parse(
+        "fprop n=64 c=576 h=14 w=14 k=576 r=3 s=3 pad=1 groups=576"), env={}, backend="cuda",
+        winner=Candidate(key, "cuda"), candidates=[st(key, 33.4), st("torch:heuristic", 70.9)])
+    assert TRITON_PENALTY_S > 70.9e-6 - 33.4e-6
+    assert _ranked_keys(res, False, 0.0) == [key, "torch:heuristic"]
+    assert _ranked_keys(res, False, plan_penalty(train=True))[0] == "torch:heuristic"
+    assert _ranked_keys(res, False, plan_penalty(train=False))[0] == "torch:heuristic"
+    assert _ranked_keys(res, True, 0.0) == ["torch:heuristic"]

@@ -9,6 +9,7 @@ run the same through cuDNN flags and cuDNN plans on the device machine.
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import pytest
 import torch
@@ -222,13 +223,10 @@ def test_same_function_gpu(name: str, route: str, channels_last: bool) -> None:
         torch.backends.cudnn.allow_tf32 = prev
 
 
-def _plan_route(m: nn.Module, x: torch.Tensor, dual: bool = False) -> S.Site:
-    """Route `m` through cuDNN plans (the heuristic plan of each direction; `dual`: fprop and dgrad
-    through the heuristic plan of their dual problem, `cudnn-dual:`)."""
+def _route(m: nn.Module, x: torch.Tensor, executor: Any) -> S.Site:
+    """Install `m` on CUDA, record one call, and route each direction through
+    `executor(problem)` (the problem of that direction)."""
     from convdoctor.runtime.optimizer import problems_for
-    from convdoctor.runtime.plans import DualPlanExec, PlanExec
-    from convdoctor.tune.gpu import policy
-    from convdoctor.tune.gpu.cudnn_plan import ConvPlan
 
     site = S.install(m, "m", "cuda")
     site.recording = []
@@ -237,41 +235,49 @@ def _plan_route(m: nn.Module, x: torch.Tensor, dual: bool = False) -> S.Site:
     rec = site.recording[0]
     site.recording = None
     probs = problems_for(rec, True)
-    chains = {}
-    for d in S.DIRS:
-        twin = policy.dual_problem(probs[d]) if dual else None
-        if twin is not None:
-            plan = ConvPlan.build(twin)
-            ex: object = DualPlanExec(policy.dual_key(plan.name), probs[d], plan)
-        else:
-            plan = ConvPlan.build(probs[d])
-            ex = PlanExec("cudnn:" + plan.name, probs[d], plan)
-        chains[d] = S.build_chain([ex], "cuda")
+    chains = {d: S.build_chain([executor(probs[d])], "cuda") for d in S.DIRS}
     site.routes[rec["key"]] = S.Route(chains)
     return site
 
 
-def _plan_case(name: str, dtype: torch.dtype, channels_last: bool, dual: bool) -> None:
-    """The module routed through cuDNN plans (`dual`: fprop and dgrad through their dual problem's
-    plans) computes PyTorch's outputs and gradients, with no silent fallback."""
-    pytest.importorskip("cudnn")
+def _plan_route(m: nn.Module, x: torch.Tensor, dual: bool = False) -> S.Site:
+    """Route `m` through cuDNN plans (the heuristic plan of each direction; `dual`: fprop and dgrad
+    through the heuristic plan of their dual problem, `cudnn-dual:`)."""
+    from convdoctor.runtime.plans import DualPlanExec, PlanExec
+    from convdoctor.tune.gpu import policy
+    from convdoctor.tune.gpu.cudnn_plan import ConvPlan
+
+    def executor(prob: Any) -> object:
+        twin = policy.dual_problem(prob) if dual else None
+        if twin is not None:
+            plan = ConvPlan.build(twin)
+            return DualPlanExec(policy.dual_key(plan.name), prob, plan)
+        plan = ConvPlan.build(prob)
+        return PlanExec("cudnn:" + plan.name, prob, plan)
+
+    return _route(m, x, executor)
+
+
+def _routed_case(module: nn.Module, dtype: torch.dtype, channels_last: bool, route: Any,
+                 want: dict[str, str]) -> None:
+    """`module` routed by `route(m, x)` computes PyTorch's outputs and gradients, and each
+    direction runs the executor whose key starts with `want[direction]` (no silent fallback)."""
     prev = torch.backends.cudnn.allow_tf32
     torch.backends.cudnn.allow_tf32 = False
     try:
         torch.manual_seed(0)
-        m = CASES[name]().to("cuda", dtype)
+        m = module.to("cuda", dtype)
         x = _input(m, "cuda", channels_last, dtype)
         ref = grads_of(m, x)
-        site = _plan_route(m, x, dual=dual)
+        site = route(m, x)
         got = grads_of(m, x)
         with torch.no_grad():
             got_nograd = m(x)
         used = {d: site.routes[next(iter(site.routes))].current(i).key
                 for i, d in enumerate(S.DIRS)}
         S.uninstall(m)
-        want = {"fprop": "cudnn-dual:", "dgrad": "cudnn-dual:"} if dual else {}
-        for d, k in used.items():  # no silent fallback
-            assert k.startswith(want.get(d, "cudnn:")), used
+        for d, k in used.items():
+            assert k.startswith(want[d]), used
         tol = {torch.float32: (1e-4, 1e-3), torch.float16: (2e-2, 2e-2),
                torch.bfloat16: (1e-1, 5e-2)}[dtype]
         for a, b in zip(ref, got, strict=True):
@@ -279,6 +285,16 @@ def _plan_case(name: str, dtype: torch.dtype, channels_last: bool, dual: bool) -
         torch.testing.assert_close(got_nograd.float(), ref[0].float(), atol=tol[0], rtol=tol[1])
     finally:
         torch.backends.cudnn.allow_tf32 = prev
+
+
+def _plan_case(name: str, dtype: torch.dtype, channels_last: bool, dual: bool) -> None:
+    """The module routed through cuDNN plans (`dual`: fprop and dgrad through their dual problem's
+    plans) computes PyTorch's outputs and gradients, with no silent fallback."""
+    pytest.importorskip("cudnn")
+    kind = "cudnn-dual:" if dual else "cudnn:"
+    _routed_case(CASES[name](), dtype, channels_last,
+                 lambda m, x: _plan_route(m, x, dual=dual),
+                 {"fprop": kind, "dgrad": kind, "wgrad": "cudnn:"})
 
 
 @pytest.mark.gpu
@@ -388,25 +404,14 @@ def _triton_route(m: nn.Module, x: torch.Tensor) -> S.Site:
     """Route `m`'s fprop and dgrad through the depthwise Triton kernel (wgrad: PyTorch's path)."""
     from convdoctor.kernels import depthwise
     from convdoctor.runtime.execs import default_exec
-    from convdoctor.runtime.optimizer import problems_for
     from convdoctor.runtime.triton_exec import TritonDwExec
     from convdoctor.tune.gpu import policy
 
-    site = S.install(m, "m", "cuda")
-    site.recording = []
-    with torch.enable_grad():
-        m(x.detach().requires_grad_(True))
-    rec = site.recording[0]
-    site.recording = None
-    probs = problems_for(rec, True)
-    chains = {}
-    for d in S.DIRS:
-        cfgs = policy.triton_dw_configs(probs[d])
-        ex: object = (TritonDwExec(depthwise.PREFIX + cfgs[0], probs[d]) if cfgs
-                      else default_exec())
-        chains[d] = S.build_chain([ex], "cuda")
-    site.routes[rec["key"]] = S.Route(chains)
-    return site
+    def executor(prob: Any) -> object:
+        cfgs = policy.triton_dw_configs(prob)
+        return TritonDwExec(depthwise.PREFIX + cfgs[0], prob) if cfgs else default_exec()
+
+    return _route(m, x, executor)
 
 
 TRITON_CASES = {
@@ -429,25 +434,5 @@ def test_triton_depthwise_same_function_gpu(name: str, dtype: torch.dtype,
     """fprop and dgrad through convdoctor's depthwise Triton kernel compute PyTorch's outputs and
     gradients, with no silent fallback."""
     pytest.importorskip("triton")
-    prev = torch.backends.cudnn.allow_tf32
-    torch.backends.cudnn.allow_tf32 = False
-    try:
-        torch.manual_seed(0)
-        m = TRITON_CASES[name]().to("cuda", dtype)
-        x = _input(m, "cuda", channels_last, dtype)
-        ref = grads_of(m, x)
-        site = _triton_route(m, x)
-        got = grads_of(m, x)
-        with torch.no_grad():
-            got_nograd = m(x)
-        used = {d: site.routes[next(iter(site.routes))].current(i).key
-                for i, d in enumerate(S.DIRS)}
-        S.uninstall(m)
-        assert used["fprop"].startswith("triton:dw_") and used["dgrad"].startswith("triton:dw_"), used
-        tol = {torch.float32: (1e-4, 1e-3), torch.float16: (2e-2, 2e-2),
-               torch.bfloat16: (1e-1, 5e-2)}[dtype]
-        for a, b in zip(ref, got, strict=True):
-            torch.testing.assert_close(b.float(), a.float(), atol=tol[0], rtol=tol[1])
-        torch.testing.assert_close(got_nograd.float(), ref[0].float(), atol=tol[0], rtol=tol[1])
-    finally:
-        torch.backends.cudnn.allow_tf32 = prev
+    _routed_case(TRITON_CASES[name](), dtype, channels_last, _triton_route,
+                 {"fprop": "triton:dw_", "dgrad": "triton:dw_", "wgrad": ""})

@@ -215,7 +215,7 @@ def test_code_identity_outside_a_checkout(tmp_path: Path, monkeypatch: pytest.Mo
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_code_identity_in_a_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CONVDOCTOR_CODE_COMMIT", "ignored-when-git-answers")
+    monkeypatch.delenv("CONVDOCTOR_CODE_COMMIT", raising=False)
 
     def git(*args: str) -> None:
         subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t",
@@ -230,7 +230,7 @@ def test_code_identity_in_a_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyP
     git("commit", "-qm", "x")
     # a package the checkout does not track (a venv inside someone's project): not its commit
     (pkg / "__init__.py").write_text("")
-    assert code_identity(str(pkg))["commit_from"] == "env"
+    assert code_identity(str(pkg))["commit_from"] is None
     git("add", "pkg/__init__.py")
     git("commit", "-qm", "y")
     ident = code_identity(str(pkg))
@@ -240,3 +240,12 @@ def test_code_identity_in_a_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert code_identity(str(pkg))["dirty"] is False
     (pkg / "__init__.py").write_text("x = 1\n")
     assert code_identity(str(pkg))["dirty"] is True
+    # a copied tree with a stale .git (session 26's GPU copy): the caller's name wins, and what
+    # git said is kept beside it
+    git_commit = code_identity(str(pkg))["commit"]
+    monkeypatch.setenv("CONVDOCTOR_CODE_COMMIT", "aeb4d0b")
+    ident = code_identity(str(pkg))
+    assert (ident["commit"], ident["commit_from"], ident["dirty"]) == ("aeb4d0b", "env", None)
+    assert (ident["git_commit"], ident["git_dirty"]) == (git_commit, True)
+    monkeypatch.setenv("CONVDOCTOR_CODE_COMMIT", git_commit[:7])   # the same commit, shorter
+    assert "git_commit" not in code_identity(str(pkg))

@@ -584,9 +584,11 @@ DUAL_PENALTY_S = 8e-6
 
 TRITON_PREFIX = "triton:dw_"  # = convdoctor.tune.gpu.policy.TRITON_PREFIX
 # Host cost of a `triton:dw_` route per call outside a CUDA graph: Triton's Python launcher plus the
-# executor's checks and output allocation. An estimate, not a measured H100 figure (to be replaced
-# by one): charged where plans pay their penalty, nothing where the route is captured in a graph.
-TRITON_PENALTY_S = 20e-6
+# executor's checks and output allocation. Measured on the H100 host (session 26,
+# scripts/gpu/triton_launch_cost.py, Triton 3.6.0, back-to-back eager calls of a tiny depthwise
+# layer): the executor's fprop 63.5 us per call, F.conv2d 15.0 us, so 48.5 us more. Charged in
+# eager training and inference alike; nothing where the route is captured in a CUDA graph.
+TRITON_PENALTY_S = 50e-6
 
 
 def _is_plan(key: str) -> bool:
@@ -619,7 +621,7 @@ def _ranked_keys(result: Any, transposed: bool, plan_penalty_s: float = PLAN_PEN
         if pen and key.startswith(DUAL_PREFIX):
             pen += DUAL_PENALTY_S  # the weight's gather is issued by the host on every call
         if plan_penalty_s and key.startswith(TRITON_PREFIX):
-            pen = min(plan_penalty_s, TRITON_PENALTY_S)
+            pen = TRITON_PENALTY_S
         t = getattr(s, "rank_s", None)
         return ((s.median_s if t is None else t) + pen,
                 0 if win is not None and s.candidate.key == win.key else 1)

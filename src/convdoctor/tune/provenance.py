@@ -6,9 +6,12 @@ that measured it; until session 25 the docs reconstructed that from logs by hand
   git and is the same for a tree copied to another machine (the GPU machine's copy has no `.git`)
   and unchanged by commits that touch only docs - the code that ran, nothing else;
 - `version`: the package version;
-- `commit`/`dirty`/`commit_from`: the git commit when the package is tracked by a checkout (best
-  effort: no git, no checkout or a slow git gives None), or the one named by
-  `CONVDOCTOR_CODE_COMMIT` for a copied tree (`commit_from` says which).
+- `commit`/`dirty`/`commit_from`: the commit named by `CONVDOCTOR_CODE_COMMIT` when set, else the
+  git commit when the package is tracked by a checkout (best effort: no git, no checkout or a
+  slow git gives None); `commit_from` says which. The name wins over git because a copied tree
+  can carry a stale `.git`: session 26's GPU copy reported the session's first commit, "dirty",
+  while running a later one (the source hash was right). What git said is kept as `git_commit` /
+  `git_dirty` when it disagrees.
 """
 
 from __future__ import annotations
@@ -80,10 +83,13 @@ def code_identity(package_dir: str | None = None) -> dict[str, Any]:
     commit, dirty = _git_identity(here)
     commit_from: str | None = "git" if commit else None
     named = os.environ.get(COMMIT_ENV, "").strip()
-    if not commit and named:
+    extra: dict[str, Any] = {}
+    if named:
+        if commit and not (commit.startswith(named) or named.startswith(commit)):
+            extra = {"git_commit": commit, "git_dirty": dirty}
         commit, dirty, commit_from = named, None, "env"
     return {"version": __version__, "source": source_hash(here), "commit": commit,
-            "dirty": dirty, "commit_from": commit_from}
+            "dirty": dirty, "commit_from": commit_from, **extra}
 
 
 def code_label(code: Any) -> str:
