@@ -436,3 +436,24 @@ def test_triton_depthwise_same_function_gpu(name: str, dtype: torch.dtype,
     pytest.importorskip("triton")
     _routed_case(TRITON_CASES[name](), dtype, channels_last, _triton_route,
                  {"fprop": "triton:dw_", "dgrad": "triton:dw_", "wgrad": ""})
+
+
+IM2COL_CASES = {
+    "groups": lambda: nn.Conv2d(6, 9, 3, groups=3, padding=1),
+    "groups_strided_asym": lambda: nn.Conv2d(6, 4, 4, groups=2, stride=2, padding="valid",
+                                             bias=False),
+    "groups1d_long": lambda: nn.Conv1d(6, 6, 8, groups=2, padding=4),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(IM2COL_CASES))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "cl"])
+def test_im2col_same_function_gpu(name: str, dtype: torch.dtype, channels_last: bool) -> None:
+    """All three directions through `torch:im2col` compute PyTorch's outputs and gradients."""
+    from convdoctor.runtime.execs import torch_exec
+
+    _routed_case(IM2COL_CASES[name](), dtype, channels_last,
+                 lambda m, x: _route(m, x, lambda prob: torch_exec("torch:im2col")),
+                 {"fprop": "torch:im2col", "dgrad": "torch:im2col", "wgrad": "torch:im2col"})

@@ -406,3 +406,25 @@ def test_triton_depthwise_candidates_are_listed_correct_and_timed(backend, text:
         runner.close()
     w = P(text.replace("fprop", "wgrad").replace("dgrad", "wgrad"))
     assert not any(c.key.startswith(policy.TRITON_PREFIX) for c in backend.torch_candidates(w))
+
+
+@pytest.mark.parametrize("text", [
+    "dgrad n=4 c=64 w=49 k=64 s=16 pad=8 groups=4 dtype=float32",
+    "fprop n=4 c=32 h=14 w=14 k=48 r=3 s=3 stride=2 pad_pre=0 pad_post=1 groups=4 dtype=float16 "
+    "layout=nhwc",
+    "wgrad n=2 c=32 h=12 w=12 k=32 r=3 s=3 pad=1 groups=8 dtype=bfloat16",
+    "dgrad n=2 c=32 h=12 w=12 k=64 r=5 s=5 stride=2 pad=2 dil=1 groups=8 dtype=float32 math=strict",
+])
+def test_im2col_candidate_is_listed_correct_and_timed(backend, text: str) -> None:
+    """`torch:im2col` is offered for grouped layers, passes the float64 check with a poisoned
+    output, and times."""
+    p = P(text)
+    c = next(c for c in backend.torch_candidates(p) if c.key == "torch:im2col")
+    assert c.workspace_bytes > 0
+    runner = backend.prepare(p, c)
+    runner.warmup()
+    ok = runner.check()
+    assert ok.ok, ok.detail
+    ts = runner.time(3, slot=1)
+    assert len(ts) == 3 and all(t > 0 for t in ts)
+    runner.close()

@@ -171,11 +171,16 @@ def flag_exec(key: str) -> FlagExec | None:
 
 
 def torch_exec(key: str) -> Any:
-    """The executor for any non-plan candidate key: a flag route, `torch:gemm`, or None."""
+    """The executor for any non-plan candidate key: a flag route, `torch:gemm`, `torch:im2col`,
+    or None."""
     if key == "torch:gemm":
         from .gemm_exec import GEMM_EXEC
 
         return GEMM_EXEC
+    if key == "torch:im2col":
+        from .im2col_exec import IM2COL_EXEC
+
+        return IM2COL_EXEC
     return flag_exec(key)
 
 

@@ -13,6 +13,9 @@ Candidates for a problem:
 - `torch:heuristic+nhwc`: PyTorch's heuristic path in channels_last (2D/3D NCHW problems);
 - `torch:gemm`: a 1x1 convolution (no padding, one group) as cuBLAS matrix products
   (`convdoctor.tune.gemm`), TF32 as the math mode allows, fp16/bf16 reductions in fp32;
+- `torch:im2col`: a grouped (not depthwise) 1D/2D convolution as one patch copy and one batched
+  cuBLAS product over the groups (`convdoctor.tune.im2col`; dgrad folds the patches back), TF32 as
+  the math mode allows, fp16/bf16 reductions in fp32;
 - `triton:dw_<config>`: a depthwise fprop or dgrad (1D/2D) by convdoctor's own Triton kernel
   (`convdoctor.kernels.depthwise`), one key per tile configuration, fp32 accumulation, no TF32;
   offered where Triton imports (`CONVDOCTOR_TRITON=0` turns it off).
@@ -488,6 +491,29 @@ def triton_enabled() -> bool:
     return os.environ.get("CONVDOCTOR_TRITON", "1").strip() not in ("0", "off", "false", "no")
 
 
+class Im2colRunner(TorchRunner):
+    """`torch:im2col`: the direction as a patch copy and one batched product over the groups."""
+
+    def __init__(self, backend: CudaBackend, problem: ConvProblem, candidate: Candidate) -> None:
+        why = policy.im2col_unfit(problem)
+        if why:
+            raise CandidateUnsupported(f"torch:im2col: {why}")
+        _Runner.__init__(self, backend, problem, candidate)
+        self.tf32 = problem.math == "tf32"
+
+    def run(self) -> Any:
+        from .. import gemm, im2col
+
+        p = self.problem
+        args = (p.stride, p.pad_pre, p.pad_post, p.dilation, p.groups)
+        with gemm.reduced_precision(self.tf32):
+            if p.direction == "fprop":
+                return im2col.fprop(self.a, self.b, *args)
+            if p.direction == "dgrad":
+                return im2col.dgrad(self.a, self.b, p.spatial, *args)
+            return im2col.wgrad(self.a, self.b, p.w_shape(), *args)
+
+
 # A dual plan is offered when its quick time (without the weight transform) is within this of the
 # fastest quick time of the problem's own and dual plans; at most DUAL_KEEP of them.
 DUAL_BAND = 0.10
@@ -706,6 +732,11 @@ class CudaBackend:
             out.append(Candidate("torch:gemm", "cuda", 0, True,
                                  ("1x1 convolution as cuBLAS matrix products; a strided input's "
                                   "subsampling copy (and wgrad's NCHW transposes) timed",)))
+        if policy.im2col_unfit(problem) is None:
+            # one cuBLAS product, fold sums by gathering: the same bits run to run
+            out.append(Candidate("torch:im2col", "cuda", policy.im2col_bytes(problem), True,
+                                 ("grouped convolution as a patch copy and one batched cuBLAS "
+                                  "product over the groups; the copy (and dgrad's fold) timed",)))
         if triton_enabled():
             from ...kernels import depthwise
 
@@ -934,7 +965,8 @@ class CudaBackend:
                 return TritonDwRunner(self, problem, candidate)
             if candidate.key == "torch:heuristic" and self.isolate_heuristic:
                 return self._heuristic_child().prepare(problem, candidate)
-            runner: Any = (GemmRunner if candidate.key in policy.GEMM_KEYS else TorchRunner
+            runner: Any = (GemmRunner if candidate.key in policy.GEMM_KEYS else
+                           Im2colRunner if candidate.key in policy.IM2COL_KEYS else TorchRunner
                            if candidate.key in policy.TORCH_KEYS + policy.LAYOUT_KEYS else None)
             if runner is not None:
                 try:

@@ -31,6 +31,9 @@ LAYOUT_KEYS = ("torch:heuristic+nhwc",)
 # A 1x1 convolution (no padding, one group) run as a matrix product by cuBLAS
 # (`convdoctor.tune.gemm`); the subsampling copy of a strided input is inside the timed run.
 GEMM_KEYS = ("torch:gemm",)
+# A grouped (not depthwise) 1D/2D convolution as one batched matrix product over the groups
+# (`convdoctor.tune.im2col`); the patch copy (and dgrad's fold) are inside the timed run.
+IM2COL_KEYS = ("torch:im2col",)
 # "cudnn-dual:<plan name>": a stride-1 fprop or dgrad run as the OTHER direction of its dual problem
 # (`dual_problem`) with the flipped, channel-swapped weight (`convdoctor.tune.xform`); the weight's
 # transform is a kernel inside the timed run.
@@ -60,6 +63,31 @@ def triton_dw_configs(problem: ConvProblem) -> tuple[str, ...]:
     # the kernel writes planes of the output (fprop) or of the input (dgrad)
     plane = problem.out_spatial() if problem.direction == "fprop" else problem.spatial
     return depthwise.configs_for(problem.layout, math.prod(plane))
+
+
+# `torch:im2col` allocates its patch matrix per call: larger ones are not offered
+IM2COL_MAX_BYTES = 1 << 30
+
+
+def im2col_bytes(problem: ConvProblem) -> int:
+    """Bytes of `torch:im2col`'s patch matrix: N x C x kernel x output positions."""
+    from ...problem import DTYPE_BYTES
+
+    return (problem.n * problem.c * math.prod(problem.kernel) * math.prod(problem.out_spatial())
+            * DTYPE_BYTES[problem.dtype])
+
+
+def im2col_unfit(problem: ConvProblem) -> str | None:
+    """None when `torch:im2col` is offered for `problem`, else why not: 1D/2D grouped convolutions
+    that are not depthwise (those have `triton:dw_`), with a patch matrix of at most 1 GiB."""
+    if problem.ndim not in (1, 2):
+        return f"{problem.ndim}D: im2col runs 1D and 2D convolutions only"
+    if problem.groups < 2 or problem.groups == problem.c == problem.k:
+        return "offered for grouped convolutions that are not depthwise only"
+    nbytes = im2col_bytes(problem)
+    if nbytes > IM2COL_MAX_BYTES:
+        return f"its patch matrix would take {nbytes / 2**30:.1f} GiB (at most 1 GiB)"
+    return None
 
 
 # Heuristic modes queried, in this order; "enum" marks plans added by engine/knob enumeration.

@@ -1,0 +1,67 @@
+"""`torch:im2col` at run time: a grouped convolution as a patch copy and one batched product.
+
+The tuner offers `torch:im2col` for 1D/2D grouped convolutions that are not depthwise
+(`convdoctor.tune.im2col`) and keeps it only where it measured faster than every cuDNN path and
+matched the float64 reference. Here it runs with TF32 exactly as the user's
+`torch.backends.cudnn.allow_tf32` lets the convolution use it, fp16/bf16 reductions in fp32. All
+three directions; ordinary (not transposed) convolutions only - anything else raises and the route
+moves down its chain.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..tune import gemm, im2col
+from .execs import ConvArgs
+
+
+class Im2colExec:
+    """Executor protocol of `execs.FlagExec`: fprop and the backward pair by im2col products."""
+
+    kind = "torch"
+    key = im2col.KEY
+    flags: dict[str, Any] = {}
+
+    def is_noop(self) -> bool:
+        return False
+
+    @staticmethod
+    def _check(x: torch.Tensor, w: torch.Tensor, a: ConvArgs) -> None:
+        if a.transposed or x.dim() not in (3, 4) or a.groups < 2:
+            raise ValueError("torch:im2col runs ordinary grouped 1D/2D convolutions only")
+
+    def fprop(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, a: ConvArgs
+              ) -> torch.Tensor:
+        self._check(x, w, a)
+        with gemm.reduced_precision(torch.backends.cudnn.allow_tf32):
+            y = im2col.fprop(x, w, a.stride, a.padding, a.padding, a.dilation, a.groups)
+        if b is not None:
+            y.add_(b.view(1, -1, *([1] * (y.dim() - 2))))
+        return y
+
+    def backward(self, gy: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
+                 bias_sizes: list[int] | None, a: ConvArgs, mask: tuple[bool, bool, bool]
+                 ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+        self._check(x, w, a)
+        gx = gw = gb = None
+        args = (a.stride, a.padding, a.padding, a.dilation, a.groups)
+        with gemm.reduced_precision(torch.backends.cudnn.allow_tf32):
+            if mask[0]:
+                gx = im2col.dgrad(gy, w, x.shape[2:], *args)
+            if mask[1]:
+                gw = im2col.wgrad(x, gy, w.shape, *args)
+        if mask[2] and bias_sizes is not None:
+            gb = gy.sum(dim=[0, *range(2, gy.dim())])
+        return gx, gw, gb
+
+    def describe(self) -> str:
+        return f"{self.key} (grouped convolution as one batched matrix product)"
+
+    def __repr__(self) -> str:
+        return "Im2colExec()"
+
+
+IM2COL_EXEC = Im2colExec()
