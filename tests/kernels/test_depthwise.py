@@ -45,6 +45,13 @@ def test_eligibility() -> None:
     assert "depthwise" in (dw.eligible("fprop", 2, 32, 64, 32) or "")   # channel multiplier 2
     assert "depthwise" in (dw.eligible("fprop", 2, 32, 32, 8) or "")    # grouped, not depthwise
     assert "batch" in (dw.eligible("fprop", 2, 8, 8, 8, n=70000) or "")
+    assert "channels" in (dw.eligible("fprop", 2, 70000, 70000, 70000) or "")
+
+
+def test_sample_span_decides_64_bit_offsets() -> None:
+    # a channels-last sample of 192 x 4096 x 4096 spans 3.2e9 elements: past 32-bit offsets
+    assert dw.sample_span((1, 192, 4096, 4096), (192 * 4096 * 4096, 1, 4096 * 192, 192)) > 2**31
+    assert dw.sample_span((64, 576, 14, 14), (576 * 196, 196, 14, 1)) == 576 * 196
 
 
 def test_policy_offers_configs_for_the_plane_the_kernel_writes() -> None:
@@ -116,6 +123,31 @@ def test_kernel_matches_float64_in_both_directions(interpreter, case: int,
     dx = dw.dgrad(dy, w, x.shape, stride=st, pad_pre=pp, dilation=dl, config=cfg, out=out)
     assert dx is out  # written in place, every element (the NaN poison is gone)
     torch.testing.assert_close(dx.double(), dx_ref, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("case", [1, 3])
+def test_64_bit_offsets_and_other_layouts_and_half_precision(interpreter, case: int) -> None:
+    """The WIDE (64-bit offset) variant computes the same; a (N, W, C) memory layout for 1D and
+    fp16 inputs (fp32 accumulation) work through the same strides."""
+    shape, k, st, pp, po, dl = CASES[case]
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(shape, generator=g)
+    w = torch.randn(shape[1], 1, *k, generator=g)
+    if x.dim() == 3:   # channels-last memory for a 1D convolution
+        x = x.permute(0, 2, 1).contiguous().permute(0, 2, 1)
+    y_ref, dy, dx_ref = _ref(x, w, st, pp, po, dl)
+    y = torch.full(y_ref.shape, float("nan"))
+    dw.run("fprop", x, w, y, stride=st, pad_pre=pp, dilation=dl, config="c2p32w4", wide=True)
+    torch.testing.assert_close(y.double(), y_ref, atol=1e-5, rtol=1e-5)
+    dx = torch.full(x.shape, float("nan"))
+    dw.run("dgrad", dy.float(), w, dx, stride=st, pad_pre=pp, dilation=dl, config="c2p32w4",
+           wide=True)
+    torch.testing.assert_close(dx.double(), dx_ref, atol=1e-5, rtol=1e-5)
+    yh = dw.fprop(x.half(), w.half(), stride=st, pad_pre=pp, pad_post=po, dilation=dl,
+                  config="c1p32w4")
+    assert yh.dtype == torch.float16
+    ref_h, _, _ = _ref(x.half().double(), w.half().double(), st, pp, po, dl)
+    torch.testing.assert_close(yh.double(), ref_h, atol=2e-2, rtol=1e-2)
 
 
 def test_runtime_executor_runs_its_direction_only(interpreter) -> None:

@@ -248,4 +248,7 @@ def test_code_identity_in_a_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert (ident["commit"], ident["commit_from"], ident["dirty"]) == ("aeb4d0b", "env", None)
     assert (ident["git_commit"], ident["git_dirty"]) == (git_commit, True)
     monkeypatch.setenv("CONVDOCTOR_CODE_COMMIT", git_commit[:7])   # the same commit, shorter
-    assert "git_commit" not in code_identity(str(pkg))
+    ident = code_identity(str(pkg))
+    assert "git_commit" not in ident and ident["dirty"] is True      # git's flag still holds
+    monkeypatch.setenv("CONVDOCTOR_CODE_COMMIT", git_commit[:3])   # too short to be sure
+    assert code_identity(str(pkg))["git_commit"] == git_commit

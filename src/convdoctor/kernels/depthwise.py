@@ -100,6 +100,8 @@ def eligible(direction: str, ndim: int, c: int, k: int, groups: int, n: int = 1)
         return "not depthwise (needs groups == C == K)"
     if n > MAX_GRID_YZ:
         return f"batch {n} is above {MAX_GRID_YZ} (one grid axis per sample)"
+    if c > MAX_GRID_YZ:
+        return f"{c} channels is above {MAX_GRID_YZ} (a grid axis of channel blocks)"
     return None
 
 
@@ -138,11 +140,13 @@ def _kernel() -> Any:
                   w_c: tl.constexpr, w_h: tl.constexpr, w_w: tl.constexpr,
                   KH: tl.constexpr, KW: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
                   PH: tl.constexpr, PW: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
-                  DGRAD: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_P: tl.constexpr):
+                  DGRAD: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_P: tl.constexpr,
+                  WIDE: tl.constexpr):
         # src: the input of the pass (x for fprop, dy for dgrad), dims IH x IW
         # dst: its output (y for fprop, dx for dgrad), dims OH x OW
         # Every size and stride is a compile-time constant: a tap's address is the position's
         # address plus a constant, and its bounds test is one row test and one column test.
+        # Offsets inside one sample are 32-bit unless WIDE (the sample index is always 64-bit).
         pid_p = tl.program_id(0)
         pid_c = tl.program_id(1)
         n = tl.program_id(2).to(tl.int64)
@@ -150,6 +154,8 @@ def _kernel() -> Any:
         offs_c = pid_c * BLOCK_C + tl.arange(0, BLOCK_C)
         pm = offs_p < OH * OW
         cm = offs_c < C
+        if WIDE:  # a sample spans 2^31 elements or more: positions in 64 bits
+            offs_p = offs_p.to(tl.int64)
         oh = offs_p // OW
         ow = offs_p % OW
         src_base = src + n * s_n + offs_c.to(tl.int64)[:, None] * s_c
@@ -197,8 +203,14 @@ def _as2d(t: Any) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int]]
     raise ValueError(f"depthwise kernel: a {t.dim()}-dim tensor (expected 3 or 4)")
 
 
+def sample_span(sizes: Sequence[int], strides: Sequence[int]) -> int:
+    """Elements one sample's addresses span: 1 + the largest offset inside a sample."""
+    return 1 + sum((int(n) - 1) * abs(int(s)) for n, s in zip(sizes[1:], strides[1:], strict=True))
+
+
 def run(direction: str, src: Any, weight: Any, dst: Any, *, stride: Sequence[int],
-        pad_pre: Sequence[int], dilation: Sequence[int], config: str) -> Any:
+        pad_pre: Sequence[int], dilation: Sequence[int], config: str,
+        wide: bool | None = None) -> Any:
     """Compute `dst` (fprop: y from x = `src`; dgrad: dx from dy = `src`) in place and return it.
 
     `weight` is the depthwise weight (C, 1, *kernel). `dst` must be allocated with the output's
@@ -224,13 +236,30 @@ def run(direction: str, src: Any, weight: Any, dst: Any, *, stride: Sequence[int
         dh, dw = (int(v) for v in dilation)
     if n > MAX_GRID_YZ:
         raise ValueError(f"depthwise kernel: batch {n} above {MAX_GRID_YZ}")
+    if c > MAX_GRID_YZ:
+        raise ValueError(f"depthwise kernel: {c} channels above {MAX_GRID_YZ}")
+    if wide is None:  # 64-bit offsets only where a sample needs them (`wide`: force, for tests)
+        wide = max(sample_span(src.shape, src.stride()), sample_span(dst.shape, dst.stride()),
+                   oh * ow + cfg.block_p) >= 2**31
     grid = ((oh * ow + cfg.block_p - 1) // cfg.block_p, (c + cfg.block_c - 1) // cfg.block_c, n)
-    _kernel()[grid](src, weight, dst, C=c, IH=ih, IW=iw, OH=oh, OW=ow,
-                    s_n=s_n, s_c=s_c, s_h=s_h, s_w=s_w, d_n=d_n, d_c=d_c, d_h=d_h, d_w=d_w,
-                    w_c=w_c, w_h=w_h, w_w=w_w, KH=kh, KW=kw, SH=sh, SW=sw, PH=ph, PW=pw, DH=dh, DW=dw,
-                    DGRAD=direction == "dgrad", BLOCK_C=cfg.block_c, BLOCK_P=cfg.block_p,
-                    num_warps=cfg.warps)
+    with _on_device(src):
+        _kernel()[grid](src, weight, dst, C=c, IH=ih, IW=iw, OH=oh, OW=ow,
+                        s_n=s_n, s_c=s_c, s_h=s_h, s_w=s_w, d_n=d_n, d_c=d_c, d_h=d_h, d_w=d_w,
+                        w_c=w_c, w_h=w_h, w_w=w_w, KH=kh, KW=kw, SH=sh, SW=sw, PH=ph, PW=pw,
+                        DH=dh, DW=dw, DGRAD=direction == "dgrad", BLOCK_C=cfg.block_c,
+                        BLOCK_P=cfg.block_p, WIDE=bool(wide), num_warps=cfg.warps)
     return dst
+
+
+def _on_device(t: Any) -> Any:
+    """Triton launches on the CURRENT device and its stream: make it the tensor's."""
+    import contextlib
+
+    import torch
+
+    if getattr(t, "is_cuda", False):
+        return torch.cuda.device(t.device)
+    return contextlib.nullcontext()
 
 
 def fprop(x: Any, weight: Any, *, stride: Sequence[int], pad_pre: Sequence[int],

@@ -85,9 +85,12 @@ def code_identity(package_dir: str | None = None) -> dict[str, Any]:
     named = os.environ.get(COMMIT_ENV, "").strip()
     extra: dict[str, Any] = {}
     if named:
-        if commit and not (commit.startswith(named) or named.startswith(commit)):
+        agrees = (commit is not None and len(named) >= 7
+                  and (commit.startswith(named) or named.startswith(commit)))
+        if commit and not agrees:
             extra = {"git_commit": commit, "git_dirty": dirty}
-        commit, dirty, commit_from = named, None, "env"
+        # git's local-changes flag still holds where git names the same commit
+        commit, dirty, commit_from = named, dirty if agrees else None, "env"
     return {"version": __version__, "source": source_hash(here), "commit": commit,
             "dirty": dirty, "commit_from": commit_from, **extra}
 
