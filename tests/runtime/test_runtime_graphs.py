@@ -427,3 +427,23 @@ def test_triton_routes_pay_their_launcher_outside_graphs_only() -> None:
     assert _ranked_keys(res, False, plan_penalty(train=True))[0] == "torch:heuristic"
     assert _ranked_keys(res, False, plan_penalty(train=False))[0] == "torch:heuristic"
     assert _ranked_keys(res, True, 0.0) == ["torch:heuristic"]
+
+
+def test_matrix_product_routes_are_never_ranked_for_transposed_layers() -> None:
+    # their executors raise for a transposed convolution, so offering them would only move the
+    # layer to PyTorch's default with a warning, skipping the other tuned routes
+    from convdoctor.problem import ConvProblem
+    from convdoctor.runtime.optimizer import _ranked_keys
+    from convdoctor.tune.backend import Candidate
+    from convdoctor.tune.result import CandidateStats, TuneResult
+
+    def st(k: str, us: float) -> CandidateStats:
+        return CandidateStats(candidate=Candidate(k, "cuda"), samples=[us * 1e-6] * 5)
+
+    for key in ("torch:im2col", "torch:gemm"):
+        res = TuneResult(problem=ConvProblem.parse(
+            "dgrad n=8 c=768 k=768 w=49 s=128 pad=64 groups=16"), env={}, backend="cuda",
+            winner=Candidate(key, "cuda"), candidates=[st(key, 150.0),
+                                                       st("torch:heuristic", 296.0)])
+        assert _ranked_keys(res, False, 0.0) == [key, "torch:heuristic"]
+        assert _ranked_keys(res, True, 0.0) == ["torch:heuristic"]

@@ -440,8 +440,9 @@ def test_triton_depthwise_same_function_gpu(name: str, dtype: torch.dtype,
 
 IM2COL_CASES = {
     "groups": lambda: nn.Conv2d(6, 9, 3, groups=3, padding=1),
-    "groups_strided_asym": lambda: nn.Conv2d(6, 4, 4, groups=2, stride=2, padding="valid",
-                                             bias=False),
+    "groups_strided": lambda: nn.Conv2d(6, 4, 3, groups=2, stride=2, padding=(1, 0),
+                                        bias=False),
+    "groups_same_even": lambda: nn.Conv2d(6, 4, 4, groups=2, padding="same"),   # asymmetric
     "groups1d_long": lambda: nn.Conv1d(6, 6, 8, groups=2, padding=4),
 }
 

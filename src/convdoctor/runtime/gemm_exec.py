@@ -34,7 +34,7 @@ class GemmExec:
     def fprop(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, a: ConvArgs
               ) -> torch.Tensor:
         self._check(w, a)
-        with gemm.reduced_precision(torch.backends.cudnn.allow_tf32):
+        with gemm.reduced_precision(gemm.conv_tf32_allowed()):
             return gemm.fprop(x, w, a.stride, b)
 
     def backward(self, gy: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
@@ -47,7 +47,7 @@ class GemmExec:
             gy = gy.contiguous(memory_format=gemm._cl_format(gy.dim()) or torch.contiguous_format)
         elif not cl and not gy.is_contiguous():
             gy = gy.contiguous()
-        with gemm.reduced_precision(torch.backends.cudnn.allow_tf32):
+        with gemm.reduced_precision(gemm.conv_tf32_allowed()):
             if mask[0]:
                 gx = gemm.dgrad(gy, w, x.shape[2:], a.stride, channels_last=cl)
             if mask[1]:

@@ -18,6 +18,11 @@ from ..tune import gemm, im2col
 from .execs import ConvArgs
 
 
+def _cl(t: torch.Tensor) -> bool:
+    return t.dim() == 4 and not t.is_contiguous() and t.is_contiguous(
+        memory_format=torch.channels_last)
+
+
 class Im2colExec:
     """Executor protocol of `execs.FlagExec`: fprop and the backward pair by im2col products."""
 
@@ -30,14 +35,32 @@ class Im2colExec:
 
     @staticmethod
     def _check(x: torch.Tensor, w: torch.Tensor, a: ConvArgs) -> None:
-        if a.transposed or x.dim() not in (3, 4) or a.groups < 2:
+        if a.transposed or x.dim() not in (3, 4) or a.groups < 2 or w.dim() != x.dim():
             raise ValueError("torch:im2col runs ordinary grouped 1D/2D convolutions only")
+        if (int(x.shape[1]) != int(w.shape[1]) * a.groups or int(w.shape[0]) % a.groups
+                or x.dtype != w.dtype):
+            raise ValueError(f"torch:im2col: input {tuple(x.shape)} {x.dtype} and weight "
+                             f"{tuple(w.shape)} {w.dtype} do not make a convolution of "
+                             f"{a.groups} groups")
+
+    @staticmethod
+    def _like(t: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+        """`t` in `ref`'s memory layout (as PyTorch's own gradients are)."""
+        if t.dim() == 4 and _cl(ref) and not _cl(t):
+            return t.contiguous(memory_format=torch.channels_last)
+        if not _cl(ref) and not t.is_contiguous():
+            return t.contiguous()
+        return t
 
     def fprop(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, a: ConvArgs
               ) -> torch.Tensor:
         self._check(x, w, a)
-        with gemm.reduced_precision(torch.backends.cudnn.allow_tf32):
+        if b is not None and b.dtype != x.dtype:
+            raise ValueError(f"torch:im2col: bias {b.dtype} with input {x.dtype}")
+        with gemm.reduced_precision(gemm.conv_tf32_allowed()):
             y = im2col.fprop(x, w, a.stride, a.padding, a.padding, a.dilation, a.groups)
+        if y.dim() == 4 and _cl(w) and not _cl(y):   # PyTorch: channels-last if either is
+            y = y.contiguous(memory_format=torch.channels_last)
         if b is not None:
             y.add_(b.view(1, -1, *([1] * (y.dim() - 2))))
         return y
@@ -48,11 +71,11 @@ class Im2colExec:
         self._check(x, w, a)
         gx = gw = gb = None
         args = (a.stride, a.padding, a.padding, a.dilation, a.groups)
-        with gemm.reduced_precision(torch.backends.cudnn.allow_tf32):
+        with gemm.reduced_precision(gemm.conv_tf32_allowed()):
             if mask[0]:
-                gx = im2col.dgrad(gy, w, x.shape[2:], *args)
+                gx = self._like(im2col.dgrad(gy, w, x.shape[2:], *args), x)
             if mask[1]:
-                gw = im2col.wgrad(x, gy, w.shape, *args)
+                gw = self._like(im2col.wgrad(x, gy, w.shape, *args), w)
         if mask[2] and bias_sizes is not None:
             gb = gy.sum(dim=[0, *range(2, gy.dim())])
         return gx, gw, gb

@@ -598,9 +598,10 @@ def _is_plan(key: str) -> bool:
 
 
 def _is_kernel(key: str) -> bool:
-    """Run by convdoctor's own kernel executor built per problem (a plan or a Triton kernel):
-    ordinary convolutions only, a host cost per call."""
-    return _is_plan(key) or key.startswith(TRITON_PREFIX)
+    """Runs ordinary (not transposed) convolutions only: a plan, a Triton kernel, or the matrix-
+    product routes (`torch:gemm`, `torch:im2col`, whose executors raise for a transposed one)."""
+    return _is_plan(key) or key.startswith(TRITON_PREFIX) or key in ("torch:gemm",
+                                                                     "torch:im2col")
 
 
 def _ranked_keys(result: Any, transposed: bool, plan_penalty_s: float = PLAN_PENALTY_S

@@ -121,16 +121,40 @@ def wgrad(x: torch.Tensor, dy: torch.Tensor, stride: Sequence[int],
 
 @contextlib.contextmanager
 def reduced_precision(allow_tf32: bool | None = None) -> Iterator[None]:
-    """Matmul flags for one call: fp16/bf16 reductions in fp32; TF32 as asked (None: as set)."""
+    """Matmul flags for one call: fp16/bf16 reductions in fp32; TF32 as asked (None: as set).
+
+    A user who set TF32 through PyTorch's newer `matmul.fp32_precision` cannot have the legacy
+    `allow_tf32` read (PyTorch raises on the mix): then the newer setting is used and put back."""
     m = torch.backends.cuda.matmul
-    saved = (m.allow_tf32, m.allow_fp16_reduced_precision_reduction,
-             m.allow_bf16_reduced_precision_reduction)
+    half = (m.allow_fp16_reduced_precision_reduction, m.allow_bf16_reduced_precision_reduction)
+    try:
+        legacy: bool | None = bool(m.allow_tf32)
+    except RuntimeError:
+        legacy = None
+    newer = getattr(m, "fp32_precision", None) if legacy is None else None
     try:
         if allow_tf32 is not None:
-            m.allow_tf32 = bool(allow_tf32)
+            if legacy is None:
+                m.fp32_precision = "tf32" if allow_tf32 else "ieee"
+            else:
+                m.allow_tf32 = bool(allow_tf32)
         m.allow_fp16_reduced_precision_reduction = False
         m.allow_bf16_reduced_precision_reduction = False
         yield
     finally:
-        (m.allow_tf32, m.allow_fp16_reduced_precision_reduction,
-         m.allow_bf16_reduced_precision_reduction) = saved
+        if legacy is None:
+            if newer is not None:
+                m.fp32_precision = newer
+        else:
+            m.allow_tf32 = legacy
+        m.allow_fp16_reduced_precision_reduction, m.allow_bf16_reduced_precision_reduction = half
+
+
+def conv_tf32_allowed() -> bool:
+    """Whether the user lets convolutions use TF32 (`cudnn.allow_tf32`, or the newer
+    `cudnn.conv.fp32_precision` where the legacy flag cannot be read)."""
+    try:
+        return bool(torch.backends.cudnn.allow_tf32)
+    except RuntimeError:
+        conv = getattr(torch.backends.cudnn, "conv", None)
+        return getattr(conv, "fp32_precision", "") == "tf32"

@@ -14,8 +14,9 @@ of that size runs far faster; whether the copies leave a gain is measured by the
 (`torch:im2col`), never assumed. 1D and 2D; the tuner offers it where the patch matrix fits in
 1 GiB (`convdoctor.tune.gpu.policy.im2col_unfit`).
 
-Math mode: the caller sets TF32 through `gemm.reduced_precision` (as `torch:gemm` does); the copies
-and `F.fold` are exact.
+Math mode: the caller sets TF32 through `gemm.reduced_precision` (as `torch:gemm` does; fp16/bf16
+products reduce in fp32); the copies are exact; dgrad's products and fold run in fp32 for fp16/bf16
+inputs (the fold sums the kernel's taps), then round once.
 """
 
 from __future__ import annotations
@@ -109,14 +110,20 @@ def dgrad(dy: torch.Tensor, w: torch.Tensor, x_spatial: Sequence[int], stride: S
     xs = _pairs(x_spatial, nd, 1)
     padded = (xs[0] + pre[0] + post[0], xs[1] + pre[1] + post[1])
     oh, ow = int(dy4.shape[2]), int(dy4.shape[3])
-    patches = torch.bmm(w.reshape(groups, k // groups, -1).transpose(1, 2),
-                        _dy_matrix(dy4, groups))                     # (G, J, N*P)
+    wm, dym = w.reshape(groups, k // groups, -1), _dy_matrix(dy4, groups)
+    if dy.dtype in (torch.float16, torch.bfloat16):
+        # the fold below sums the kernel's taps: keep the products in fp32 until then, as the
+        # convolution's own fp32 accumulation would
+        wm, dym = wm.float(), dym.float()
+    patches = torch.bmm(wm.transpose(1, 2), dym)                      # (G, J, N*P)
     j = int(patches.shape[1])
     cols = patches.view(groups, j, n, oh * ow).permute(2, 0, 1, 3).reshape(n, groups * j, oh * ow)
     dxp = F.fold(cols, padded, ker, dilation=dl, stride=st)          # (N, C, Hp, Wp)
     dx = dxp[:, :, pre[0]:pre[0] + xs[0], pre[1]:pre[1] + xs[1]]
     fmt = torch.channels_last if (_cl(dy) and nd == 2) else torch.contiguous_format
-    dx = dx.contiguous(memory_format=fmt)
+    dx = dx.to(dtype=dy.dtype, memory_format=fmt)
+    if not dx.is_contiguous(memory_format=fmt):   # `to` keeps a view that needs no conversion
+        dx = dx.contiguous(memory_format=fmt)
     assert int(dx.shape[1]) == groups * cg
     return dx.squeeze(2) if nd == 1 else dx
 

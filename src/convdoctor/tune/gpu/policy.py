@@ -70,11 +70,14 @@ IM2COL_MAX_BYTES = 1 << 30
 
 
 def im2col_bytes(problem: ConvProblem) -> int:
-    """Bytes of `torch:im2col`'s patch matrix: N x C x kernel x output positions."""
+    """Bytes `torch:im2col` allocates for its patches: N x C x kernel x output positions, twice
+    for dgrad (the products and their permuted copy for the fold, in fp32 for fp16/bf16)."""
     from ...problem import DTYPE_BYTES
 
-    return (problem.n * problem.c * math.prod(problem.kernel) * math.prod(problem.out_spatial())
-            * DTYPE_BYTES[problem.dtype])
+    one = problem.n * problem.c * math.prod(problem.kernel) * math.prod(problem.out_spatial())
+    if problem.direction == "dgrad":
+        return 2 * one * 4
+    return one * DTYPE_BYTES[problem.dtype]
 
 
 def im2col_unfit(problem: ConvProblem) -> str | None:
@@ -82,8 +85,10 @@ def im2col_unfit(problem: ConvProblem) -> str | None:
     that are not depthwise (those have `triton:dw_`), with a patch matrix of at most 1 GiB."""
     if problem.ndim not in (1, 2):
         return f"{problem.ndim}D: im2col runs 1D and 2D convolutions only"
-    if problem.groups < 2 or problem.groups == problem.c == problem.k:
-        return "offered for grouped convolutions that are not depthwise only"
+    if problem.groups < 2:
+        return "offered for grouped convolutions only (this one has one group)"
+    if problem.groups == problem.c == problem.k:
+        return "depthwise: the depthwise kernel (`triton:dw_`) covers it"
     nbytes = im2col_bytes(problem)
     if nbytes > IM2COL_MAX_BYTES:
         return f"its patch matrix would take {nbytes / 2**30:.1f} GiB (at most 1 GiB)"
