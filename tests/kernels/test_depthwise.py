@@ -17,7 +17,9 @@ from convdoctor.problem import ConvProblem
 def test_config_names_parse_and_bad_ones_are_refused() -> None:
     assert dw.parse_config("c4p64w4") == dw.Config(4, 64, 4)
     assert dw.parse_config("c4p64w4").name == "c4p64w4"
-    for bad in ("c3p64w4", "c4p64", "p64w4", "c64p256w4", "c1p256w0", ""):
+    assert dw.parse_config("c4p64w4s") == dw.Config(4, 64, 4, subpixel=True)
+    assert dw.parse_config("c4p64w4s").name == "c4p64w4s"
+    for bad in ("c3p64w4", "c4p64", "p64w4", "c64p256w4", "c1p256w0", "", "c4p64w4ss"):
         with pytest.raises(ValueError):
             dw.parse_config(bad)
     assert dw.config_of("triton:dw_c1p256w4") == "c1p256w4"
@@ -60,7 +62,11 @@ def test_policy_offers_configs_for_the_plane_the_kernel_writes() -> None:
     f = ConvProblem.parse("fprop n=8 c=96 h=112 w=112 k=96 r=3 s=3 stride=2 pad=1 groups=96")
     d = ConvProblem.parse("dgrad n=8 c=96 h=112 w=112 k=96 r=3 s=3 stride=2 pad=1 groups=96")
     assert policy.triton_dw_configs(f) == dw.nchw_configs(56 * 56)
-    assert policy.triton_dw_configs(d) == dw.nchw_configs(112 * 112)
+    # a strided dgrad: the plane's configurations, then sub-pixel ones tiled for 56 x 56 coarse
+    assert policy.triton_dw_configs(d) == dw.nchw_configs(112 * 112) + tuple(
+        c + "s" for c in dw.nchw_configs(56 * 56))
+    assert not any(c.endswith("s") for c in policy.triton_dw_configs(
+        ConvProblem.parse("dgrad n=8 c=96 h=14 w=14 k=96 r=3 s=3 pad=1 groups=96")))
     assert policy.triton_dw_configs(f.with_direction("wgrad")) == ()
     dense = ConvProblem.parse("fprop n=8 c=96 h=14 w=14 k=96 r=3 s=3 pad=1")
     assert policy.triton_dw_configs(dense) == ()
@@ -70,6 +76,8 @@ def test_policy_offers_configs_for_the_plane_the_kernel_writes() -> None:
 
 # ------------------------------------------------------------------ the kernel (interpreter)
 CASES = [  # x shape, kernel, stride, pad_pre, pad_post, dilation
+    ((2, 3, 11, 10), (1, 1), (2, 3), (0, 0), (0, 0), (1, 1)),      # parities that get no tap
+    ((2, 3, 12, 13), (4, 5), (3, 2), (3, 0), (1, 4), (2, 3)),      # pads past the kernel
     ((2, 4, 9, 11), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
     ((2, 3, 10, 9), (5, 5), (2, 2), (1, 2), (2, 1), (1, 1)),
     ((2, 4, 13, 12), (3, 3), (2, 1), (0, 1), (1, 0), (2, 1)),
@@ -119,10 +127,13 @@ def test_kernel_matches_float64_in_both_directions(interpreter, case: int,
     assert y.shape == y_ref.shape
     assert y.is_contiguous(memory_format=dw.format_of(x))
     torch.testing.assert_close(y.double(), y_ref, atol=1e-5, rtol=1e-5)
-    out = torch.full(x.shape, float("nan")).contiguous(memory_format=dw.format_of(x))
-    dx = dw.dgrad(dy, w, x.shape, stride=st, pad_pre=pp, dilation=dl, config=cfg, out=out)
-    assert dx is out  # written in place, every element (the NaN poison is gone)
-    torch.testing.assert_close(dx.double(), dx_ref, atol=1e-5, rtol=1e-5)
+    for c in (cfg, cfg + "s"):   # the masked gather and the sub-pixel split
+        out = torch.full(x.shape, float("nan")).contiguous(memory_format=dw.format_of(x))
+        dx = dw.dgrad(dy, w, x.shape, stride=st, pad_pre=pp, dilation=dl, config=c, out=out)
+        assert dx is out  # written in place, every element (the NaN poison is gone)
+        torch.testing.assert_close(dx.double(), dx_ref, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="dgrad only"):
+        dw.fprop(x, w, stride=st, pad_pre=pp, pad_post=po, dilation=dl, config=cfg + "s")
 
 
 @pytest.mark.parametrize("case", [1, 3])

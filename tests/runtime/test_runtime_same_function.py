@@ -409,7 +409,8 @@ def _triton_route(m: nn.Module, x: torch.Tensor) -> S.Site:
 
     def executor(prob: Any) -> object:
         cfgs = policy.triton_dw_configs(prob)
-        return TritonDwExec(depthwise.PREFIX + cfgs[0], prob) if cfgs else default_exec()
+        # the last configuration: a sub-pixel one for a strided dgrad
+        return TritonDwExec(depthwise.PREFIX + cfgs[-1], prob) if cfgs else default_exec()
 
     return _route(m, x, executor)
 

@@ -16,7 +16,11 @@ by their strides (NCHW, channels-last or any other dense layout; Triton speciali
 `pad_post` only sets the output size, so asymmetric padding is free.
 
 Configurations (`configs_for`, the tuner's knob): the tile shape and warp count. Candidate keys are
-"triton:dw_<config>" (`convdoctor.tune.gpu.policy.TRITON_PREFIX`).
+"triton:dw_<config>" (`convdoctor.tune.gpu.policy.TRITON_PREFIX`). A strided dgrad also gets
+sub-pixel configurations (suffix "s", `_subpixel_kernel`): the gather above visits every tap of
+every dx position and masks those whose division is not exact (3 of 4 at stride 2); the sub-pixel
+kernel walks coarse positions and, per output parity class, only the taps that reach it (decided at
+compile time). Session 26 measured the masked gather only (strided dgrad at 0.27-0.66 TB/s).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ PREFIX = "triton:dw_"
 # positions, the block sized to the plane (`nchw_configs`), several channels per program on small
 # planes so few lanes idle (a 7x7 plane fills 49 of 64).
 NHWC_CONFIGS = ("c128p8w4", "c64p16w4", "c32p32w4", "c16p64w4", "c256p4w4")
-_CFG_RE = re.compile(r"^c(\d+)p(\d+)w(\d+)$")
+_CFG_RE = re.compile(r"^c(\d+)p(\d+)w(\d+)(s?)$")
 MAX_GRID_YZ = 65535
 
 
@@ -42,10 +46,13 @@ class Config:
     block_c: int
     block_p: int
     warps: int
+    # dgrad with a stride: one program per block of COARSE positions computes every output parity
+    # class with only the taps that reach it (suffix "s"), instead of masking the others
+    subpixel: bool = False
 
     @property
     def name(self) -> str:
-        return f"c{self.block_c}p{self.block_p}w{self.warps}"
+        return f"c{self.block_c}p{self.block_p}w{self.warps}" + ("s" if self.subpixel else "")
 
 
 def parse_config(name: str) -> Config:
@@ -53,13 +60,13 @@ def parse_config(name: str) -> Config:
     m = _CFG_RE.match(name)
     if not m:
         raise ValueError(f"not a depthwise kernel configuration: {name!r} (expected like c1p256w4)")
-    bc, bp, w = (int(g) for g in m.groups())
+    bc, bp, w = (int(g) for g in m.groups()[:3])
     for v in (bc, bp, w):
         if v <= 0 or v & (v - 1):
             raise ValueError(f"{name!r}: tile sizes and warps must be powers of two")
     if bc * bp > 8192:
         raise ValueError(f"{name!r}: tile of {bc * bp} elements is too large (at most 8192)")
-    return Config(bc, bp, w)
+    return Config(bc, bp, w, subpixel=m.group(4) == "s")
 
 
 def key_of(config: str) -> str:
@@ -84,10 +91,16 @@ def nchw_configs(positions: int) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def configs_for(layout: str, positions: int) -> tuple[str, ...]:
+def configs_for(layout: str, positions: int, coarse: int | None = None) -> tuple[str, ...]:
     """The configurations offered for a problem of `layout` ("nchw" or "nhwc") whose kernel writes
-    planes of `positions` elements (fprop: the output's, dgrad: the input's)."""
-    return NHWC_CONFIGS if layout == "nhwc" else nchw_configs(positions)
+    planes of `positions` elements (fprop: the output's, dgrad: the input's). A strided dgrad
+    (`coarse`: its plane's positions divided by the strides, rounded up) also gets the sub-pixel
+    variants, tiled for the coarse plane."""
+    base = NHWC_CONFIGS if layout == "nhwc" else nchw_configs(positions)
+    if coarse is None:
+        return base
+    sub = NHWC_CONFIGS if layout == "nhwc" else nchw_configs(coarse)
+    return base + tuple(c + "s" for c in sub)
 
 
 def eligible(direction: str, ndim: int, c: int, k: int, groups: int, n: int = 1) -> str | None:
@@ -192,6 +205,66 @@ def _kernel() -> Any:
     return dw_kernel
 
 
+@functools.lru_cache(maxsize=1)
+def _subpixel_kernel() -> Any:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def dw_dgrad_subpixel(src, w, dst,
+                          C: tl.constexpr, IH: tl.constexpr, IW: tl.constexpr,
+                          OH: tl.constexpr, OW: tl.constexpr, JH: tl.constexpr, JW: tl.constexpr,
+                          s_n: tl.constexpr, s_c: tl.constexpr, s_h: tl.constexpr,
+                          s_w: tl.constexpr, d_n: tl.constexpr, d_c: tl.constexpr,
+                          d_h: tl.constexpr, d_w: tl.constexpr,
+                          w_c: tl.constexpr, w_h: tl.constexpr, w_w: tl.constexpr,
+                          KH: tl.constexpr, KW: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
+                          PH: tl.constexpr, PW: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+                          BLOCK_C: tl.constexpr, BLOCK_P: tl.constexpr, WIDE: tl.constexpr):
+        # dgrad only. src = dy (IH x IW), dst = dx (OH x OW). A coarse position (jh, jw) stands
+        # for the dx positions (jh*SH + qh, jw*SW + qw) of every parity (qh, qw); tap r reaches
+        # parity qh only when (qh + PH - r*DH) is a multiple of SH - decided at compile time - and
+        # then reads dy row jh + (qh + PH - r*DH) / SH. No tap is visited to be masked off.
+        pid_p = tl.program_id(0)
+        pid_c = tl.program_id(1)
+        n = tl.program_id(2).to(tl.int64)
+        offs_p = pid_p * BLOCK_P + tl.arange(0, BLOCK_P)
+        offs_c = pid_c * BLOCK_C + tl.arange(0, BLOCK_C)
+        pm = offs_p < JH * JW
+        cm = offs_c < C
+        if WIDE:
+            offs_p = offs_p.to(tl.int64)
+        jh = offs_p // JW
+        jw = offs_p % JW
+        src_base = src + n * s_n + offs_c.to(tl.int64)[:, None] * s_c
+        dst_base = dst + n * d_n + offs_c.to(tl.int64)[:, None] * d_c
+        for qh in tl.static_range(SH):
+            for qw in tl.static_range(SW):
+                acc = tl.zeros((BLOCK_C, BLOCK_P), dtype=tl.float32)
+                for r in tl.static_range(KH):
+                    if (qh + PH - r * DH) % SH == 0:
+                        ih = jh + (qh + PH - r * DH) // SH
+                        ok_h = (ih >= 0) & (ih < IH)
+                        row = ih * s_h
+                        for s in tl.static_range(KW):
+                            if (qw + PW - s * DW) % SW == 0:
+                                iw = jw + (qw + PW - s * DW) // SW
+                                ok = ok_h & (iw >= 0) & (iw < IW)
+                                m = cm[:, None] & (pm & ok)[None, :]
+                                v = tl.load(src_base + (row + iw * s_w)[None, :], mask=m,
+                                            other=0.0)
+                                wv = tl.load(w + offs_c * w_c + (r * w_h + s * w_w), mask=cm,
+                                             other=0.0)
+                                acc += v.to(tl.float32) * wv.to(tl.float32)[:, None]
+                oh = jh * SH + qh
+                ow = jw * SW + qw
+                om = pm & (oh < OH) & (ow < OW)
+                tl.store(dst_base + (oh * d_h + ow * d_w)[None, :],
+                         acc.to(dst.dtype.element_ty), mask=cm[:, None] & om[None, :])
+
+    return dw_dgrad_subpixel
+
+
 def _as2d(t: Any) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int]]:
     """(N, C, H, W) sizes and strides of a 3-dim (1D conv: H = 1) or 4-dim tensor."""
     if t.dim() == 3:
@@ -241,6 +314,20 @@ def run(direction: str, src: Any, weight: Any, dst: Any, *, stride: Sequence[int
     if wide is None:  # 64-bit offsets only where a sample needs them (`wide`: force, for tests)
         wide = max(sample_span(src.shape, src.stride()), sample_span(dst.shape, dst.stride()),
                    oh * ow + cfg.block_p) >= 2**31
+    if cfg.subpixel:
+        if direction != "dgrad":
+            raise ValueError(f"{config}: sub-pixel configurations run dgrad only")
+        jh, jw = -(-oh // sh), -(-ow // sw)
+        grid = ((jh * jw + cfg.block_p - 1) // cfg.block_p, (c + cfg.block_c - 1) // cfg.block_c,
+                n)
+        with _on_device(src):
+            _subpixel_kernel()[grid](
+                src, weight, dst, C=c, IH=ih, IW=iw, OH=oh, OW=ow, JH=jh, JW=jw,
+                s_n=s_n, s_c=s_c, s_h=s_h, s_w=s_w, d_n=d_n, d_c=d_c, d_h=d_h, d_w=d_w,
+                w_c=w_c, w_h=w_h, w_w=w_w, KH=kh, KW=kw, SH=sh, SW=sw, PH=ph, PW=pw, DH=dh,
+                DW=dw, BLOCK_C=cfg.block_c, BLOCK_P=cfg.block_p, WIDE=bool(wide),
+                num_warps=cfg.warps)
+        return dst
     grid = ((oh * ow + cfg.block_p - 1) // cfg.block_p, (c + cfg.block_c - 1) // cfg.block_c, n)
     with _on_device(src):
         _kernel()[grid](src, weight, dst, C=c, IH=ih, IW=iw, OH=oh, OW=ow,

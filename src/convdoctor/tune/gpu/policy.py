@@ -62,7 +62,10 @@ def triton_dw_configs(problem: ConvProblem) -> tuple[str, ...]:
         return ()
     # the kernel writes planes of the output (fprop) or of the input (dgrad)
     plane = problem.out_spatial() if problem.direction == "fprop" else problem.spatial
-    return depthwise.configs_for(problem.layout, math.prod(plane))
+    coarse = None
+    if problem.direction == "dgrad" and any(s > 1 for s in problem.stride):
+        coarse = math.prod(-(-n // s) for n, s in zip(problem.spatial, problem.stride, strict=True))
+    return depthwise.configs_for(problem.layout, math.prod(plane), coarse)
 
 
 # `torch:im2col` allocates its patch matrix per call: larger ones are not offered
