@@ -333,3 +333,20 @@ def test_every_emitted_id_is_in_rules_json(tmp_path: Path) -> None:
     assert {rid for rid, _ in RULES} <= table
     for r in json.loads((DATA / "rules.json").read_text())["rules"]:
         assert r["id"] == r["id"].lower() and " " not in r["id"] and r["severity"] in ("error", "warning", "info")
+
+
+def test_triton_is_reported_from_its_files(tmp_path: Path) -> None:
+    """Triton's version is read from triton/__init__.py (never imported); without it the summary
+    says convdoctor's own kernels are not offered."""
+    from convdoctor.env.render import summary
+
+    m = healthy(tmp_path)
+    r = diagnose(system=m.system())
+    assert r.facts["triton"]["value"] == {"installed": False}
+    assert "triton:    not installed" in summary(r)
+    m.modules["triton"] = f"{SITE}/triton"
+    m.file(f"{SITE}/triton/__init__.py", '"""Triton"""\n__version__ = "3.6.0"\n')
+    r = diagnose(system=m.system())
+    assert r.facts["triton"]["value"]["version"] == "3.6.0"
+    assert "triton:    3.6.0" in summary(r)
+    assert r.findings == []

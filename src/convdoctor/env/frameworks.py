@@ -1,5 +1,5 @@
 """Framework probes: torch (static version.py + ELF of libtorch_cuda.so + a child that imports it),
-TensorFlow and JAX (read from their files, never imported)."""
+TensorFlow, JAX and Triton (read from their files, never imported)."""
 
 from __future__ import annotations
 
@@ -127,3 +127,20 @@ def probe_jax(ctx: ProbeContext) -> Fact:
 
 
 
+
+
+def probe_triton(ctx: ProbeContext) -> Fact:
+    """Triton (ships with CUDA builds of torch): its version from triton/__init__.py, not imported.
+    convdoctor's own kernels (`convdoctor.kernels`, tuner candidates `triton:dw_`) need it."""
+    s = ctx.system
+    fact = Fact("triton")
+    d = s.find_module_dir("triton")
+    if not d:
+        fact.value = {"installed": False}
+        fact.sources.append("importlib.util.find_spec('triton')")
+        return fact
+    init = os.path.join(d, "__init__.py")
+    m = re.search(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", s.read_text(init) or "", re.M)
+    fact.value = {"installed": True, "dir": d, "version": m.group(1) if m else None}
+    fact.sources.append(init)
+    return fact

@@ -409,7 +409,13 @@ def _torch_child_wanted(s: System) -> bool:
     return s.exists("/proc/driver/nvidia/version") or any(re.fullmatch(r"nvidia\d+", n) for n in s.listdir("/dev"))
 
 
-from .frameworks import _static_torch, probe_jax, probe_tensorflow, probe_torch  # noqa: E402
+from .frameworks import (  # noqa: E402
+    _static_torch,
+    probe_jax,
+    probe_tensorflow,
+    probe_torch,
+    probe_triton,
+)
 from .resolve import probe_resolution  # noqa: E402 - these modules import ProbeContext from here
 
 PROBES: tuple[tuple[str, Probe], ...] = (
@@ -422,4 +428,5 @@ PROBES: tuple[tuple[str, Probe], ...] = (
     ("resolution", probe_resolution),
     ("tensorflow", probe_tensorflow),
     ("jax", probe_jax),
+    ("triton", probe_triton),
 )
