@@ -52,6 +52,7 @@ def gemm_eligible(problem: ConvProblem) -> bool:
     return (problem.groups == 1 and all(k == 1 for k in problem.kernel)
             and not any(problem.pad_pre) and not any(problem.pad_post))
 
+
 def triton_dw_configs(problem: ConvProblem) -> tuple[str, ...]:
     """The depthwise kernel's configurations offered for `problem` (none when the kernel does not
     run it: not depthwise, wgrad, 3D, or a batch over the grid's limit)."""
