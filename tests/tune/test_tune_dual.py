@@ -130,7 +130,7 @@ def test_prefix_tables_agree() -> None:
     assert cmd_bench.PLAN_PREFIXES == (*policy.PLAN_PREFIXES, policy.TRITON_PREFIX)
     assert optimizer.DUAL_PREFIX == policy.DUAL_PREFIX
     assert optimizer.TRITON_PREFIX == policy.TRITON_PREFIX
-    assert optimizer._is_kernel("triton:dw_c1p256w4") and not optimizer._is_plan(
+    assert optimizer._not_for_transposed("triton:dw_c1p256w4") and not optimizer._is_plan(
         "triton:dw_c1p256w4")
     for k in ("cudnn:eng0", "cudnn-dual:eng71_k28=1", "torch:gemm", "torch:heuristic"):
         assert optimizer._is_plan(k) == policy.is_plan_key(k)

@@ -14,6 +14,17 @@ def P(text: str) -> ConvProblem:
     return ConvProblem.parse(text)
 
 
+def _runs_correct_and_times(backend, p: ConvProblem, candidate, reps: int) -> None:  # noqa: ANN001
+    """`candidate` prepares, passes the float64 check with a poisoned output, and times."""
+    runner = backend.prepare(p, candidate)
+    runner.warmup()
+    ok = runner.check()
+    assert ok.ok, (candidate.key, ok.detail)
+    ts = runner.time(reps, slot=1)
+    assert len(ts) == reps and all(t > 0 for t in ts)
+    runner.close()
+
+
 @pytest.fixture(scope="module")
 def backend():
     pytest.importorskip("cudnn")
@@ -344,14 +355,8 @@ def test_dual_plan_runner_is_correct(backend, text: str) -> None:
     dual = policy.dual_problem(p)
     assert dual is not None
     plan = ConvPlan.build(dual)
-    runner = backend.prepare(p, Candidate(policy.dual_key(plan.name), "cuda",
-                                          plan.workspace_bytes))
-    runner.warmup()
-    c = runner.check()
-    assert c.ok, c.detail
-    ts = runner.time(5, slot=1)
-    assert len(ts) == 5 and all(t > 0 for t in ts)
-    runner.close()
+    _runs_correct_and_times(backend, p, Candidate(policy.dual_key(plan.name), "cuda",
+                                                  plan.workspace_bytes), 5)
 
 
 def test_listing_offers_dual_plans_that_run(backend, monkeypatch) -> None:
@@ -395,15 +400,8 @@ def test_triton_depthwise_candidates_are_listed_correct_and_timed(backend, text:
     keys = [c.key for c in backend.torch_candidates(p) if c.key.startswith(policy.TRITON_PREFIX)]
     assert keys and len(keys) == len(policy.triton_dw_configs(p))
     for c in backend.torch_candidates(p):
-        if not c.key.startswith(policy.TRITON_PREFIX):
-            continue
-        runner = backend.prepare(p, c)
-        runner.warmup()
-        ok = runner.check()
-        assert ok.ok, (c.key, ok.detail)
-        ts = runner.time(3, slot=1)
-        assert len(ts) == 3 and all(t > 0 for t in ts)
-        runner.close()
+        if c.key.startswith(policy.TRITON_PREFIX):
+            _runs_correct_and_times(backend, p, c, 3)
     w = P(text.replace("fprop", "wgrad").replace("dgrad", "wgrad"))
     assert not any(c.key.startswith(policy.TRITON_PREFIX) for c in backend.torch_candidates(w))
 
@@ -421,10 +419,4 @@ def test_im2col_candidate_is_listed_correct_and_timed(backend, text: str) -> Non
     p = P(text)
     c = next(c for c in backend.torch_candidates(p) if c.key == "torch:im2col")
     assert c.workspace_bytes > 0
-    runner = backend.prepare(p, c)
-    runner.warmup()
-    ok = runner.check()
-    assert ok.ok, ok.detail
-    ts = runner.time(3, slot=1)
-    assert len(ts) == 3 and all(t > 0 for t in ts)
-    runner.close()
+    _runs_correct_and_times(backend, p, c, 3)

@@ -55,6 +55,7 @@ class Config:
         return f"c{self.block_c}p{self.block_p}w{self.warps}" + ("s" if self.subpixel else "")
 
 
+@functools.lru_cache(maxsize=256)
 def parse_config(name: str) -> Config:
     """'c1p256w4' -> Config(1, 256, 4); ValueError for anything else (powers of two only)."""
     m = _CFG_RE.match(name)

@@ -17,10 +17,7 @@ import torch
 from ..tune import gemm, im2col
 from .execs import ConvArgs
 
-
-def _cl(t: torch.Tensor) -> bool:
-    return t.dim() == 4 and not t.is_contiguous() and t.is_contiguous(
-        memory_format=torch.channels_last)
+_cl = gemm.is_channels_last
 
 
 class Im2colExec:

@@ -597,7 +597,7 @@ def _is_plan(key: str) -> bool:
     return key.startswith(("cudnn:", DUAL_PREFIX))
 
 
-def _is_kernel(key: str) -> bool:
+def _not_for_transposed(key: str) -> bool:
     """Runs ordinary (not transposed) convolutions only: a plan, a Triton kernel, or the matrix-
     product routes (`torch:gemm`, `torch:im2col`, whose executors raise for a transposed one)."""
     return _is_plan(key) or key.startswith(TRITON_PREFIX) or key in ("torch:gemm",
@@ -614,7 +614,7 @@ def _ranked_keys(result: Any, transposed: bool, plan_penalty_s: float = PLAN_PEN
     ok = [s for s in getattr(result, "candidates", []) if s.status == "ok"
           and s.median_s is not None and (s.correctness is None or s.correctness.ok)
           and s.candidate.key not in UNROUTED_KEYS
-          and not (transposed and _is_kernel(s.candidate.key))]
+          and not (transposed and _not_for_transposed(s.candidate.key))]
 
     def cost(s: Any) -> tuple[float, int]:
         key = s.candidate.key
@@ -638,7 +638,7 @@ def _ranked_keys(result: Any, transposed: bool, plan_penalty_s: float = PLAN_PEN
             ok.insert(0, ok.pop(wi))
     keys = [s.candidate.key for s in ok]
     if not keys and win is not None and win.key not in UNROUTED_KEYS and not (
-            transposed and _is_kernel(win.key)):
+            transposed and _not_for_transposed(win.key)):
         keys = [win.key]
     return keys
 

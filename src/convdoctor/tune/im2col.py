@@ -26,12 +26,9 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
+from .gemm import is_channels_last
+
 KEY = "torch:im2col"
-
-
-def _cl(t: torch.Tensor) -> bool:
-    return t.dim() == 4 and not t.is_contiguous() and t.is_contiguous(
-        memory_format=torch.channels_last)
 
 
 def _as4d(t: torch.Tensor) -> torch.Tensor:
@@ -94,7 +91,7 @@ def fprop(x: torch.Tensor, w: torch.Tensor, stride: Sequence[int], pad_pre: Sequ
            _out_size(int(x4.shape[3]), pre[1], post[1], ker[1], dl[1], st[1]))
     cols = _cols(_pad(x4, pre, post), groups, ker, dl, st, out)
     y = torch.bmm(w.reshape(groups, k // groups, -1), cols)
-    return _grouped_out(y, groups, int(x.shape[0]), out, nd, _cl(x))
+    return _grouped_out(y, groups, int(x.shape[0]), out, nd, is_channels_last(x))
 
 
 def dgrad(dy: torch.Tensor, w: torch.Tensor, x_spatial: Sequence[int], stride: Sequence[int],
@@ -120,7 +117,7 @@ def dgrad(dy: torch.Tensor, w: torch.Tensor, x_spatial: Sequence[int], stride: S
     cols = patches.view(groups, j, n, oh * ow).permute(2, 0, 1, 3).reshape(n, groups * j, oh * ow)
     dxp = F.fold(cols, padded, ker, dilation=dl, stride=st)          # (N, C, Hp, Wp)
     dx = dxp[:, :, pre[0]:pre[0] + xs[0], pre[1]:pre[1] + xs[1]]
-    fmt = torch.channels_last if (_cl(dy) and nd == 2) else torch.contiguous_format
+    fmt = torch.channels_last if (is_channels_last(dy) and nd == 2) else torch.contiguous_format
     dx = dx.to(dtype=dy.dtype, memory_format=fmt)
     if not dx.is_contiguous(memory_format=fmt):   # `to` keeps a view that needs no conversion
         dx = dx.contiguous(memory_format=fmt)
