@@ -3,11 +3,14 @@ heuristic child (`twin:<key>`), and "vs heuristic" is the ratio there."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from convdoctor.problem import ConvProblem
 from convdoctor.tune.backend import Candidate
-from convdoctor.tune.cmd_bench import TWIN_PREFIX, _Restricted, referee_ratios
+from convdoctor.tune.cmd_bench import TWIN_PREFIX, _Restricted, referee_fields, referee_ratios
 
 US = 1e-6
 
@@ -96,3 +99,82 @@ def test_restricted_backend_short_list_keeps_the_restriction() -> None:
     # e1 is missing from the short list: offered by name like any plan outside the listing
     assert set(cands) == {"torch:heuristic", "cudnn:e1", "cudnn:eng67_k2=3"}
     assert "built by its name" in cands["cudnn:e1"].notes[0]
+
+
+def _ref(h: float, b: float, t: float, th: float) -> dict[str, float]:
+    return {"torch:heuristic": h * US, "torch:benchmark": b * US, "cudnn:w": t * US,
+            "twin:cudnn:w": th * US}
+
+
+def test_one_referee_process_cannot_decide_a_row_alone() -> None:
+    # session 27, UNet2D dec4a fp32 forward: one referee process read the winner at 160.6 us
+    # where its twin, both tuning runs and the other processes read ~150 us (0.931x alone)
+    refs = [_ref(160.5, 149.4, 160.6, 149.7), _ref(160.4, 159.8, 150.1, 150.0),
+            _ref(160.7, 150.2, 150.3, 150.2)]
+    r = referee_fields(refs, "torch:heuristic", ["cudnn:w", "cudnn:w"],
+                       ["torch:benchmark", "torch:benchmark"])
+    per = [x["vs_benchmark"] for x in r["referee_ratios"]]
+    assert per[0] == pytest.approx(149.4 / 160.6)          # the outlier process, kept on record
+    assert r["speedup_vs_benchmark"] == pytest.approx(sorted(per)[1])
+    assert r["speedup_vs_heuristic"] == pytest.approx(sorted(
+        [160.5 / 149.7, 160.4 / 150.0, 160.7 / 150.2])[1])
+    assert r["speedup_vs_best"] == min(r["speedup_vs_benchmark"], r["speedup_vs_heuristic"])
+    # each ratio is taken inside one process: never the median time of one path over the median
+    # of another
+    assert r["tuned_s"] == pytest.approx(150.3 * US)
+    assert r["referee_s"]["cudnn:w"] == pytest.approx(150.3 * US)
+    assert len(r["referee_runs_s"]) == 3 and r["stability"] == 0.0
+
+
+def test_one_referee_process_gives_the_single_process_figures() -> None:
+    ref = _ref(10.18, 10.89, 10.64, 10.15)
+    one = referee_ratios(ref, "torch:heuristic", ["cudnn:w"], ["torch:benchmark"])
+    r = referee_fields([ref], "torch:heuristic", ["cudnn:w"], ["torch:benchmark"])
+    assert r["speedup_vs_best"] == pytest.approx(one["vs_best"])
+    assert (r["heuristic_s"], r["benchmark_s"], r["tuned_s"]) == (one["h"], one["b"], one["t"])
+    assert r["stability"] is None            # one tuning run: no stability
+    # two winners: the gap between them per process, then the median
+    refs = [{"cudnn:a": 10 * US, "cudnn:b": 10.5 * US}, {"cudnn:a": 10 * US, "cudnn:b": 10.1 * US},
+            {"cudnn:a": 10 * US}]
+    r = referee_fields(refs, "torch:heuristic", ["cudnn:a", "cudnn:b"], [None])
+    assert r["stability"] == pytest.approx((0.05 + 0.01) / 2)
+    assert referee_fields([{}], "torch:heuristic", [None], [None])["speedup_vs_best"] is None
+
+
+@pytest.mark.slow
+def test_referee_only_retimes_a_results_choices(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from convdoctor.cli import main
+
+    suite = tmp_path / "s.json"
+    suite.write_text(json.dumps({"name": "tiny", "problems": [
+        {"group": "g", "name": "a", "problem": "n=1 c=4 h=8 w=8 k=4 r=3 s=3 pad=1"},
+        {"group": "g", "name": "b", "problem": "n=1 c=4 h=6 w=6 k=4 r=1 s=1"}]}))
+    first, again = tmp_path / "r.json", tmp_path / "r2.json"
+    assert main(["bench", str(suite), "--budget", "0.1", "--pytorch-runs", "1", "--tune-runs",
+                 "2", "--referees", "1", "--json", "--out", str(first)]) == 0
+    capsys.readouterr()
+    assert main(["bench", "--referee-only", str(first), "--referees", "2", "--json", "--out",
+                 str(again)]) == 0
+    doc, old = json.loads(again.read_text()), json.loads(first.read_text())
+    assert doc["referees"] == 2 and doc["referee_only"]["referees"] == 2
+    assert doc["referee_only"]["first_summary"] == old["summary"]
+    for r, o in zip(doc["rows"], old["rows"], strict=True):
+        assert len(r["referee_runs_s"]) == 2 and r["speedup_vs_best"]
+        assert r["winners"] == o["winners"] and r["arm_tuned_s"] == o["arm_tuned_s"]  # kept
+        assert r["first_referee"]["referee_s"] == o["referee_s"]
+    assert doc["summary"]["tuning_s_total_per_run"] == old["summary"]["tuning_s_total_per_run"]
+    capsys.readouterr()
+    # the text report names where the figures come from
+    assert main(["bench", "--referee-only", str(first), "--referees", "1"]) == 0
+    assert "referee only: the choices of" in capsys.readouterr().out
+    # another machine's choices are refused, as is a file that is no bench result
+    old["env"] = {**old["env"], "cpu_model": "some other CPU"}
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(old))
+    assert main(["bench", "--referee-only", str(other)]) == 2
+    assert "another machine" in capsys.readouterr().err
+    (tmp_path / "bad.json").write_text("{}")
+    assert main(["bench", "--referee-only", str(tmp_path / "bad.json")]) == 2
+    assert "not a bench result" in capsys.readouterr().err
+    assert main(["bench", "--referee-only", str(tmp_path / "missing.json")]) == 2

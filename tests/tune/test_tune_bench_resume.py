@@ -141,12 +141,13 @@ def test_a_bench_stopped_inside_an_arm_resumes_at_the_next_problem(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stop_at, kind", [(2, "pytorch"), (8, "referee")])
+@pytest.mark.parametrize("stop_at, kind, referees_done", [
+    (2, "pytorch", 0), (8, "referee", 0), (10, "referee", 1)])
 def test_a_bench_stopped_in_a_pytorch_or_referee_arm_resumes_at_the_next_problem(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-        stop_at: int, kind: str) -> None:
-    # every arm runs one Harness per problem: 2 problems x (1 PyTorch + 2 tuning + 1 referee arm)
-    # = 8 runs; stop at the PyTorch arm's or the referee's second problem
+        stop_at: int, kind: str, referees_done: int) -> None:
+    # every arm runs one Harness per problem: 2 problems x (1 PyTorch + 2 tuning + 2 referee
+    # arms) = 10 runs; stop at the PyTorch arm's, the first or the second referee's second problem
     from convdoctor.tune import harness
 
     suite = tmp_path / "s.json"
@@ -164,16 +165,20 @@ def test_a_bench_stopped_in_a_pytorch_or_referee_arm_resumes_at_the_next_problem
         return real(self, *a, **k)
 
     monkeypatch.setattr(harness.Harness, "run", counted)
-    assert main(["bench", str(suite), *ARGS, "--out", str(out)]) != 0
+    args = [*ARGS, "--referees", "2"]
+    assert main(["bench", str(suite), *args, "--out", str(out)]) != 0
     state = json.loads((tmp_path / "r.json.partial").read_text())
     assert state["current"]["kind"] == kind and len(state["current"]["done"]) == 1
+    assert len(state["referee_runs"]) == referees_done
     calls.update(n=0, die=False)
     capsys.readouterr()
-    assert main(["bench", str(suite), *ARGS, "--out", str(out), "--resume"]) == 0
-    assert calls["n"] == 8 - (stop_at - 1)    # nothing finished before the stop ran again
+    assert main(["bench", str(suite), *args, "--out", str(out), "--resume"]) == 0
+    assert calls["n"] == 10 - (stop_at - 1)    # nothing finished before the stop ran again
     res = json.loads(out.read_text())
     assert res["summary"]["resumed_problems"] == 1
-    assert all(r["heuristic_s"] and r["tuned_s"] for r in res["rows"])
+    assert res["referees"] == 2 and len(res["summary"]["arm_wall_s"]["referee"]) == 2
+    assert all(r["heuristic_s"] and r["tuned_s"] and len(r["referee_runs_s"]) == 2
+               for r in res["rows"])
 
 
 @pytest.mark.parametrize("state, expected", [

@@ -15,6 +15,12 @@ round-robin, median with CI), so the ratios compare choices, not timing methods:
   "vs heuristic" is the ratio inside the child, "vs benchmark" the ratio inside the referee's own
   process. Session 7 (H100): the same 7-11 us fp16 kernel read 3-5% slower in the referee's process
   than in its child, which alone had made three 1x1 layers look "> 2% slower" than PyTorch.
+  `--referees N` (default 3) runs N such processes; a row's ratios are the median over them of
+  each process's own ratio. Session 27 (H100, fp32 forward): the pass's two "> 2% slower" rows
+  were one process each - the referee's benchmark=True picked a 19.5 us kernel where both
+  benchmark=True arms ran 20.4 us, and the referee read the winner at 160.6 us where its twin in the
+  child and both tuning runs read 150 us - so one referee process decided a row on a process-level
+  draw. `--referee-only FILE` re-measures a finished result's choices that way.
 """
 
 from __future__ import annotations
@@ -91,6 +97,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="sampling cap per problem and run (default 5 GPU, 1 CPU)")
     p.add_argument("--pytorch-runs", type=int, default=2, help="fresh PyTorch processes")
     p.add_argument("--tune-runs", type=int, default=2, help="fresh convdoctor processes")
+    p.add_argument("--referees", type=int, default=3,
+                   help="fresh referee processes timing every chosen path side by side; a row's "
+                   "ratios are the median of each process's own ratios (default 3)")
+    p.add_argument("--referee-only", default=None, metavar="FILE",
+                   help="instead of running the arms: time the PyTorch picks and convdoctor "
+                   "winners recorded in the bench result FILE again in --referees fresh referee "
+                   "processes (same GPU and software stack), and write the result with the new "
+                   "ratios (the old ones kept under each row's first_referee)")
     p.add_argument("--timeout", type=float, default=120.0, metavar="S",
                    help="per call into a worker process; a candidate that hangs longer costs "
                    "only itself (default 120)")
@@ -441,6 +455,8 @@ def shard_of(items: list[Any], shard: tuple[int, int] | None) -> list[Any]:
 def run(args: argparse.Namespace) -> int:
     if args.merge:
         return _merge(args)
+    if args.referee_only:
+        return _referee_only(args)
     if args.suite is None:
         raise UsageError("bench needs a SUITE (e.g. cnn-layers), or --merge FILE...")
     return _bench(args)
@@ -454,8 +470,8 @@ def _bench(args: argparse.Namespace) -> int:
     suite = load_suite(args.suite)
     shard = parse_shard(args.shard)
     dtype, layout, math_mode = CONFIGS[args.config]
-    if args.pytorch_runs < 1 or args.tune_runs < 1:
-        raise UsageError("--pytorch-runs and --tune-runs must be >= 1")
+    if args.pytorch_runs < 1 or args.tune_runs < 1 or args.referees < 1:
+        raise UsageError("--pytorch-runs, --tune-runs and --referees must be >= 1")
     if args.resume and not args.out:
         raise UsageError("--resume needs --out FILE (the run's state is FILE.partial)")
     # The first worker tells us the backend; it then serves (still fresh) as the first PyTorch arm.
@@ -489,6 +505,7 @@ def _bench(args: argparse.Namespace) -> int:
         partial = (args.out + ".partial") if args.out else None
         torch_runs: list[dict[str, Any]] = []
         tune_runs: list[dict[str, Any]] = []
+        referee_runs: list[dict[str, Any]] = []
         # the arm that was running when the run stopped: its kind, finished problems, wall so far
         current: dict[str, Any] | None = None
         # wall seconds of the stopped runs this one continues (session 17: a merged pass whose
@@ -500,18 +517,20 @@ def _bench(args: argparse.Namespace) -> int:
             done = load_partial(partial, sig)
             torch_runs = done["torch_runs"][: args.pytorch_runs]
             tune_runs = done["tune_runs"][: args.tune_runs]
+            referee_runs = done["referee_runs"][: args.referees]
             for k in arm_s:
                 arm_s[k] = list(done.get("arm_wall_s", {}).get(k, []))
             current = done.get("current")
             wall_before = resumed_wall(done)
         resumed_problems = 0
         left_arms = (args.pytorch_runs - len(torch_runs)) + (args.tune_runs - len(tune_runs))
-        total = len(problems) * (left_arms + 1)
+        total = len(problems) * (left_arms + args.referees - len(referee_runs))
 
         def checkpoint(arm: dict[str, Any] | None = None) -> None:
             if partial is not None:
                 save_partial(partial, {"signature": sig, "torch_runs": torch_runs,
-                                       "tune_runs": tune_runs, "arm_wall_s": arm_s,
+                                       "tune_runs": tune_runs, "referee_runs": referee_runs,
+                                       "arm_wall_s": arm_s,
                                        "current": arm,
                                        "wall_s_before": wall_before + time.monotonic() - t0})
 
@@ -555,28 +574,21 @@ def _bench(args: argparse.Namespace) -> int:
                                            done=prior, on_problem=save))
                 arm_s["tune"].append(wall())
                 checkpoint()
-            heur_key = "cpu:mkldnn-on" if cpu else "torch:heuristic"
+            heur_key = heuristic_key(cpu)
             keys_for: dict[str, list[str]] = {}
             pytorch_for: dict[str, set[str]] = {}
             for p in problems:
                 k = p.key()
-                ks = [heur_key] + [r[k]["benchmark_pick"] for r in torch_runs if r[k]["benchmark_pick"]]
-                wins = [r[k]["winner"] for r in tune_runs if r[k]["winner"]]
-                ks += wins
-                if not cpu:
-                    # PyTorch's heuristic path runs in a child process (its cuDNN choice cache
-                    # would otherwise hold benchmark=True's pick); the winners are timed there
-                    # too, so "vs heuristic" compares within one process
-                    ks += [TWIN_PREFIX + w for w in wins if w != heur_key]
-                keys_for[k] = sorted(set(ks))
-                # PyTorch's paths here: its default path and benchmark=True's picks (on the CPU
-                # the pick is a candidate key such as cpu:mkldnn-off+nhwc)
-                pytorch_for[k] = {heur_key} | {r[k]["benchmark_pick"] for r in torch_runs
-                                               if r[k]["benchmark_pick"]}
-            prior, wall, save = resume_arm("referee")
-            referee = _referee_arm(problems, keys_for, spec, budget, args.timeout, bar,
-                                   done=prior, on_problem=save, pytorch_for=pytorch_for)
-            arm_s["referee"].append(wall())
+                keys_for[k], pytorch_for[k] = referee_keys(
+                    heur_key, [r[k]["benchmark_pick"] for r in torch_runs],
+                    [r[k]["winner"] for r in tune_runs], cpu)
+            for _ in range(len(referee_runs), args.referees):
+                prior, wall, save = resume_arm("referee")
+                referee_runs.append(_referee_arm(problems, keys_for, spec, budget, args.timeout,
+                                                 bar, done=prior, on_problem=save,
+                                                 pytorch_for=pytorch_for))
+                arm_s["referee"].append(wall())
+                checkpoint()
     finally:
         first.shutdown()
     wall_s = time.monotonic() - t0
@@ -586,45 +598,32 @@ def _bench(args: argparse.Namespace) -> int:
         k = p.key()
         heur = [r[k]["heuristic_s"] for r in torch_runs if r[k]["heuristic_s"]]
         bench = [r[k]["benchmark_s"] for r in torch_runs if r[k]["benchmark_s"]]
-        ref = referee.get(k, {})
         winners = [r[k]["winner"] for r in tune_runs]
         picks = [r[k]["benchmark_pick"] for r in torch_runs]
-        rt = referee_ratios(ref, heur_key, winners, picks)
-        h, b, t, th, bt = rt["h"], rt["b"], rt["t"], rt["th"], rt["bt"]
-        vs_h, vs_b = rt["vs_h"], rt["vs_b"]
-        stab = None
-        if len(winners) >= 2 and winners[0] and winners[-1]:
-            w1, w2 = winners[0], winners[-1]
-            if w1 == w2:
-                stab = 0.0
-            elif w1 in ref and w2 in ref:
-                stab = abs(ref[w1] - ref[w2]) / min(ref[w1], ref[w2])
+        rf = referee_fields([ref.get(k, {}) for ref in referee_runs], heur_key, winners, picks)
         # Do fresh benchmark=True processes choose alike? CPU: the picks timed side by side by
         # the referee; GPU (the pick is inside cuDNN): each process's own timing of its pick.
-        bench_spread = spread(bt if cpu else bench)
+        bench_spread = spread(picks_times(rf["referee_s"], picks) if cpu else bench)
         # PyTorch's default path in every process that timed it (PyTorch arms, tuning runs, the
         # referee): on the GPU its cuDNN engine is picked per process, and session 8 saw it run
         # a 19-20% slower kernel in one process than in the others
         heur_spread = spread(heur + [r[k]["measured"][heur_key] for r in tune_runs
-                                     if r[k].get("measured", {}).get(heur_key)] + ([h] if h else []))
+                                     if r[k].get("measured", {}).get(heur_key)]
+                             + [x[heur_key] for x in rf["referee_runs_s"] if x.get(heur_key)])
         rows.append({
             "group": e.group, "name": e.name, "problem": p.short(), "problem_key": k,
-            "heuristic_s": h, "benchmark_s": b, "tuned_s": t, "referee_s": ref,
+            **{f: rf[f] for f in ("heuristic_s", "benchmark_s", "tuned_s", "referee_s")},
             "benchmark_picks": picks, "winners": winners,
             "arm_heuristic_s": heur, "arm_benchmark_s": bench,
             "arm_tuned_s": [r[k]["tuned_s"] for r in tune_runs],
-            "tuned_in_heuristic_process_s": th,
-            "speedup_vs_heuristic": vs_h,
-            "speedup_vs_benchmark": vs_b,
-            # against the faster PyTorch path: the smaller of the two within-process ratios
-            "speedup_vs_best": rt["vs_best"],
-            "stability": stab, "benchmark_spread": bench_spread,
+            **{f: rf[f] for f in REFEREE_ROW_FIELDS[4:]},
+            "benchmark_spread": bench_spread,
             "heuristic_process_spread": heur_spread,
             "tuning_s": [r[k]["tuning_s"] for r in tune_runs],
             # PyTorch's paths timed above although they miss our tolerance: {key: worst error}
             "pytorch_outside_tolerance": _worst_errors(
                 [r[k].get("outside_tolerance") or {} for r in torch_runs]
-                + [(referee.get(OUTSIDE_KEY) or {}).get(k) or {}]),
+                + [(ref.get(OUTSIDE_KEY) or {}).get(k) or {} for ref in referee_runs]),
             "benchmark_cost_s": [r[k]["benchmark_cost_s"] for r in torch_runs],
             "degraded": any(r[k]["degraded"] for r in tune_runs),
             # tuning runs that had only the backend's short list (their full listing failed)
@@ -653,8 +652,8 @@ def _bench(args: argparse.Namespace) -> int:
                "direction": args.direction, "backend": backend_name, "env": env,
                "code": code,
                "batch_override": batch, "budget_s": budget, "pytorch_runs": args.pytorch_runs,
-               "tune_runs": args.tune_runs, "shard": args.shard, "match": args.match,
-               "summary": summary,
+               "tune_runs": args.tune_runs, "referees": args.referees, "shard": args.shard,
+               "match": args.match, "summary": summary,
                "rows": rows}
     rc = _emit(args, payload)
     if partial is not None and os.path.exists(partial):
@@ -684,11 +683,13 @@ def load_partial(path: str, signature: dict[str, Any]) -> dict[str, Any]:
         except OSError:
             pass
     if not os.path.exists(path):
-        return {"torch_runs": [], "tune_runs": []}
+        return {"torch_runs": [], "tune_runs": [], "referee_runs": []}
     try:
         with open(path, encoding="utf-8") as fh:
             state = json.load(fh)
         torch_runs, tune_runs = list(state["torch_runs"]), list(state["tune_runs"])
+        # a state file written before `--referees` has none: its finished arms still count
+        referee_runs = list(state.get("referee_runs") or [])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"{path} is not a readable bench state file ({exc}); remove it, or run "
                          "without --resume") from None
@@ -705,7 +706,7 @@ def load_partial(path: str, signature: dict[str, Any]) -> dict[str, Any]:
         raise UsageError(f"{path} belongs to another run (differs in: {', '.join(diff)}); remove "
                          "it, or run without --resume")
     cur = state.get("current")
-    return {"torch_runs": torch_runs, "tune_runs": tune_runs,
+    return {"torch_runs": torch_runs, "tune_runs": tune_runs, "referee_runs": referee_runs,
             "arm_wall_s": state.get("arm_wall_s", {}),
             "wall_s_before": state.get("wall_s_before"),
             "current": cur if isinstance(cur, dict) and isinstance(cur.get("done"), dict) else None}
@@ -746,6 +747,77 @@ def referee_ratios(ref: dict[str, float], heur_key: str, winners: list[str | Non
     vs = [x for x in (vs_h, vs_b) if x]
     return {"h": h, "b": b, "t": t, "th": th, "bt": bt, "vs_h": vs_h, "vs_b": vs_b,
             "vs_best": min(vs) if vs else None}
+
+
+def heuristic_key(cpu: bool) -> str:
+    """PyTorch's default path's candidate key on the CPU or the GPU."""
+    return "cpu:mkldnn-on" if cpu else "torch:heuristic"
+
+
+def referee_keys(heur_key: str, picks: list[str | None], winners: list[str | None],
+                 cpu: bool) -> tuple[list[str], set[str]]:
+    """What a referee times for one problem - PyTorch's default path, benchmark=True's picks and
+    the tuning runs' winners (on the GPU also each winner's `twin:` in the heuristic's child) -
+    and which of those are PyTorch's own paths (timed even outside our tolerance)."""
+    wins = [w for w in winners if w]
+    ks = [heur_key] + [x for x in picks if x] + wins
+    if not cpu:
+        # PyTorch's heuristic path runs in a child process (its cuDNN choice cache would
+        # otherwise hold benchmark=True's pick); the winners are timed there too, so "vs
+        # heuristic" compares within one process
+        ks += [TWIN_PREFIX + w for w in wins if w != heur_key]
+    # on the CPU the pick is a candidate key such as cpu:mkldnn-off+nhwc
+    return sorted(set(ks)), {heur_key} | {x for x in picks if x}
+
+
+# a row's fields set from its referee processes (`referee_fields`)
+REFEREE_ROW_FIELDS = ("heuristic_s", "benchmark_s", "tuned_s", "referee_s",
+                      "tuned_in_heuristic_process_s", "speedup_vs_heuristic",
+                      "speedup_vs_benchmark", "speedup_vs_best", "stability", "referee_runs_s",
+                      "referee_ratios")
+
+
+def _median(xs: list[float | None]) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return statistics.median(vals) if vals else None
+
+
+def referee_fields(refs: list[dict[str, float]], heur_key: str, winners: list[str | None],
+                   picks: list[str | None]) -> dict[str, Any]:
+    """A row's referee figures from several referee processes' medians (`refs`, key -> seconds,
+    one dict per process): each process's own ratios (`referee_ratios`), then per ratio the
+    median over the processes, so no ratio mixes times from two processes and one process's
+    draw (its benchmark=True pick, its memory placement) cannot decide a row alone. The times
+    shown (`heuristic_s`, ...) and `referee_s` are per-key medians over the processes; the
+    stability is the median of each process's gap between the two runs' winners."""
+    per = [referee_ratios(r, heur_key, winners, picks) for r in refs]
+    vs_h = _median([x["vs_h"] for x in per])
+    vs_b = _median([x["vs_b"] for x in per])
+    vs = [x for x in (vs_h, vs_b) if x is not None]
+    stab: float | None = None
+    if len(winners) >= 2 and winners[0] and winners[-1]:
+        w1, w2 = winners[0], winners[-1]
+        stab = 0.0 if w1 == w2 else _median(
+            [abs(r[w1] - r[w2]) / min(r[w1], r[w2]) for r in refs if w1 in r and w2 in r])
+    keys = sorted({k for r in refs for k in r})
+    med_s = {k: _median([r.get(k) for r in refs]) for k in keys}
+    return {"heuristic_s": _median([x["h"] for x in per]),
+            "benchmark_s": _median([x["b"] for x in per]),
+            "tuned_s": _median([x["t"] for x in per]),
+            "referee_s": {k: v for k, v in med_s.items() if v is not None},
+            "tuned_in_heuristic_process_s": _median([x["th"] for x in per]),
+            "speedup_vs_heuristic": vs_h, "speedup_vs_benchmark": vs_b,
+            # against the faster PyTorch path: the smaller of the two within-process ratios
+            "speedup_vs_best": min(vs) if vs else None,
+            "stability": stab,
+            "referee_runs_s": [dict(r) for r in refs],
+            "referee_ratios": [{"vs_heuristic": x["vs_h"], "vs_benchmark": x["vs_b"]}
+                               for x in per]}
+
+
+def picks_times(ref: dict[str, float], picks: list[str | None]) -> list[float]:
+    """The referee's times of benchmark=True's picks (the CPU's bench spread)."""
+    return [ref[x] for x in picks if x and x in ref]
 
 
 def spread(xs: list[float]) -> float | None:
@@ -810,6 +882,101 @@ def _merge(args: argparse.Namespace) -> int:
     return _emit(args, merge_docs([str(p) for p in args.merge], docs, summarize))
 
 
+def _read_result(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UsageError(f"cannot read bench result {path}: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("kind") != "bench" or not isinstance(
+            doc.get("rows"), list):
+        raise UsageError(f"{path} is not a bench result (written by `convdoctor bench --out`)")
+    return doc
+
+
+def _referee_only(args: argparse.Namespace) -> int:
+    """`bench --referee-only FILE`: the choices recorded in FILE (benchmark=True's picks, the
+    tuning runs' winners) timed again by `--referees` fresh referee processes, on the same GPU
+    and software stack as FILE's; every other field of FILE is kept, the old referee figures
+    under each row's `first_referee`."""
+    from ..progress import Progress
+    from .worker import WorkerBackend
+
+    path = args.referee_only
+    doc = _read_result(path)
+    if args.referees < 1:
+        raise UsageError("--referees must be >= 1")
+    rows = doc["rows"]
+    backend = doc.get("backend")
+    if backend not in ("cpu", "cuda"):
+        raise UsageError(f"{path}: unknown backend {backend!r}")
+    cpu = backend == "cpu"
+    heur_key = heuristic_key(cpu)
+    problems: list[ConvProblem] = []
+    keys_for: dict[str, list[str]] = {}
+    pytorch_for: dict[str, set[str]] = {}
+    for r in rows:
+        try:
+            p = ConvProblem.parse(r["problem_key"])
+            picks, winners = list(r["benchmark_picks"]), list(r["winners"])
+        except (KeyError, TypeError) as exc:
+            raise UsageError(f"{path}: a row lacks {exc} (not a bench row)") from None
+        problems.append(p)
+        keys_for[p.key()], pytorch_for[p.key()] = referee_keys(heur_key, picks, winners, cpu)
+    budget = args.budget if args.budget is not None else doc.get("budget_s")
+    if not isinstance(budget, (int, float)) or budget <= 0:
+        raise UsageError(f"{path} records no sampling budget: pass --budget S")
+    be = WorkerBackend(backend, timeout_s=args.timeout, env=MEASURE_ONLY_ENV)
+    try:
+        env = be.environment()
+    finally:
+        be.shutdown()
+    theirs = doc.get("env") or {}
+    diff = sorted(k for k in set(env) | set(theirs) if env.get(k) != theirs.get(k))
+    if diff:
+        raise UsageError(f"{path} was measured on another machine or software stack (differs "
+                         f"in: {', '.join(f'{k} {theirs.get(k)!r} here {env.get(k)!r}' for k in diff)}): "
+                         "its choices can only be re-timed where they were made")
+    code = code_identity()
+    t0 = time.monotonic()
+    refs: list[dict[str, Any]] = []
+    walls: list[float] = []
+    log_lines = bool(args.json and args.out)
+    with Progress(len(problems) * args.referees, "referee",
+                  enabled=True if log_lines else (None if not args.json else False),
+                  lines=log_lines) as bar:
+        for _ in range(args.referees):
+            ta = time.monotonic()
+            refs.append(_referee_arm(problems, keys_for, backend, float(budget), args.timeout,
+                                     bar, pytorch_for=pytorch_for))
+            walls.append(time.monotonic() - ta)
+    new_rows = []
+    for r, p in zip(rows, problems, strict=True):
+        k = p.key()
+        rf = referee_fields([ref.get(k, {}) for ref in refs], heur_key, r["winners"],
+                            r["benchmark_picks"])
+        nr = {**r, **rf,
+              "first_referee": r.get("first_referee") or {f: r.get(f) for f in
+                                                           REFEREE_ROW_FIELDS if f in r}}
+        if cpu:
+            nr["benchmark_spread"] = spread(picks_times(rf["referee_s"], r["benchmark_picks"]))
+        nr["pytorch_outside_tolerance"] = _worst_errors(
+            [r.get("pytorch_outside_tolerance") or {}]
+            + [(ref.get(OUTSIDE_KEY) or {}).get(k) or {} for ref in refs])
+        new_rows.append(nr)
+    first = doc.get("summary") or {}
+    summary = summarize(new_rows)
+    for f in ("wall_s", "wall_s_this_process", "resumed_arms", "resumed_problems",
+              "tuning_s_total_per_run", "arm_wall_s"):
+        if f in first:
+            summary[f] = first[f]
+    payload = {**doc, "rows": new_rows, "summary": summary, "referees": args.referees,
+               "referee_only": {"from": path, "code": code, "referees": args.referees,
+                                "budget_s": budget, "wall_s": time.monotonic() - t0,
+                                "arm_wall_s": walls, "first_summary": first}}
+    return _emit(args, payload)
+
+
 def _emit(args: argparse.Namespace, payload: dict[str, Any]) -> int:
     from ..cli import emit
     from ..report import dumps
@@ -844,7 +1011,8 @@ def _emit(args: argparse.Namespace, payload: dict[str, Any]) -> int:
              f"{payload['config']}, backend {payload['backend']}"
              + (f", batch {batch}" if batch else "") +
              f"; {payload['pytorch_runs']} PyTorch and {payload['tune_runs']} convdoctor fresh "
-             "processes",
+             "processes" + (f", {payload['referees']} referee processes (the median of their "
+                            "ratios)" if payload.get("referees", 1) > 1 else ""),
              "", table(trows, ["problem", hl, bl, "convdoctor", "vs best PyTorch", "run-to-run",
                               "chosen"]), "",
              # 4 decimals: session 16's fp32 pass read 1.080x against the 1.08 target at 1.0799
@@ -881,6 +1049,17 @@ def _emit(args: argparse.Namespace, payload: dict[str, Any]) -> int:
     lines += slower_lines(rows)
     lines += disagreement_lines(rows)
     lines += provenance_lines(payload)
+    ro = payload.get("referee_only")
+    if isinstance(ro, dict):
+        fs = ro.get("first_summary") or {}
+        code = ro.get("code") or {}
+        lines.append(
+            f"referee only: the choices of {ro.get('from')} re-timed by {ro.get('referees')} fresh "
+            f"referee processes (code {code.get('commit') or '?'}, source "
+            f"{code.get('source') or '?'}; {ro.get('wall_s', 0.0):.1f} s); its own referee had read "
+            f"{f(fs.get('geomean_speedup_vs_benchmark'), '{:.4f}')}x vs {bl}, "
+            f"{f(fs.get('share_at_1_10x_vs_benchmark'), '{:.0%}')} >= 1.10x, "
+            f"{fs.get('slower_than_best_pytorch_by_2pct', '-')} rows > 2% slower")
     if s["degraded_problems"]:
         lines.append(f"note: {s['degraded_problems']} problems were measured while the device "
                      "was slowed down (nothing chosen there)")
