@@ -178,3 +178,53 @@ def test_referee_only_retimes_a_results_choices(tmp_path: Path,
     assert main(["bench", "--referee-only", str(tmp_path / "bad.json")]) == 2
     assert "not a bench result" in capsys.readouterr().err
     assert main(["bench", "--referee-only", str(tmp_path / "missing.json")]) == 2
+
+
+@pytest.mark.slow
+def test_referee_only_stopped_resumes_at_the_next_problem(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from typing import Any
+
+    from convdoctor.cli import main
+    from convdoctor.tune import harness
+
+    suite = tmp_path / "s.json"
+    suite.write_text(json.dumps({"name": "tiny", "problems": [
+        {"group": "g", "name": "a", "problem": "n=1 c=4 h=8 w=8 k=4 r=3 s=3 pad=1"},
+        {"group": "g", "name": "b", "problem": "n=1 c=4 h=6 w=6 k=4 r=1 s=1"}]}))
+    first, again = tmp_path / "r.json", tmp_path / "r2.json"
+    assert main(["bench", str(suite), "--budget", "0.1", "--pytorch-runs", "1", "--tune-runs",
+                 "1", "--referees", "1", "--json", "--out", str(first)]) == 0
+    real = harness.Harness.run
+    calls = {"n": 0, "die": True}
+
+    def counted(self: Any, *a: Any, **k: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 4 and calls["die"]:     # the second process's second problem
+            raise KeyboardInterrupt
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(harness.Harness, "run", counted)
+    args = ["bench", "--referee-only", str(first), "--referees", "2", "--json", "--out",
+            str(again)]
+    assert main(args) != 0
+    state = json.loads((tmp_path / "r2.json.partial").read_text())
+    assert len(state["referee_runs"]) == 1 and len(state["current"]["done"]) == 1
+    calls.update(n=0, die=False)
+    capsys.readouterr()
+    assert main([*args, "--resume"]) == 0
+    assert calls["n"] == 1                       # only the problem the stop cut off
+    doc = json.loads(again.read_text())
+    assert all(len(r["referee_runs_s"]) == 2 for r in doc["rows"])
+    assert len(doc["referee_only"]["arm_wall_s"]) == 2
+    assert not (tmp_path / "r2.json.partial").exists()
+    # a state of other choices is refused, never mixed in
+    capsys.readouterr()
+    calls.update(n=0, die=True)
+    assert main(args) != 0
+    other = json.loads(first.read_text())
+    other["rows"][0]["winners"] = ["cpu:mkldnn-off", "cpu:mkldnn-off"]
+    first.write_text(json.dumps(other))
+    assert main([*args, "--resume"]) == 2
+    assert "belongs to another run" in capsys.readouterr().err

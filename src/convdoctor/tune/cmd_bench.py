@@ -104,7 +104,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="instead of running the arms: time the PyTorch picks and convdoctor "
                    "winners recorded in the bench result FILE again in --referees fresh referee "
                    "processes (same GPU and software stack), and write the result with the new "
-                   "ratios (the old ones kept under each row's first_referee)")
+                   "ratios (the old ones kept under each row's first_referee); with --out and "
+                   "--resume it continues from FILE.partial like a bench run")
     p.add_argument("--timeout", type=float, default=120.0, metavar="S",
                    help="per call into a worker process; a candidate that hangs longer costs "
                    "only itself (default 120)")
@@ -938,18 +939,47 @@ def _referee_only(args: argparse.Namespace) -> int:
                          f"in: {', '.join(f'{k} {theirs.get(k)!r} here {env.get(k)!r}' for k in diff)}): "
                          "its choices can only be re-timed where they were made")
     code = code_identity()
+    # --resume: FILE.partial holds the finished referee processes and the finished problems of
+    # the one that stopped (session 27: the fp16 wgrad pass's third process was cut by a call's
+    # deadline at 290 of 303 problems, and nothing came back)
+    partial = (args.out + ".partial") if args.out else None
+    if args.resume and partial is None:
+        raise UsageError("--resume needs --out FILE (the run's state is FILE.partial)")
+    sig = {"referee_only": [[r["problem_key"], r["benchmark_picks"], r["winners"]] for r in rows],
+           "env": env, "budget_s": budget, "source": code["source"]}
+    done = (load_partial(partial, sig) if args.resume and partial is not None
+            else {"referee_runs": [], "current": None})
+    refs: list[dict[str, Any]] = list(done["referee_runs"])[: args.referees]
+    walls: list[float] = [float(x) for x in (done.get("arm_wall_s") or {}).get("referee", [])
+                          if isinstance(x, (int, float))][: len(refs)]
+    current = done.get("current")
     t0 = time.monotonic()
-    refs: list[dict[str, Any]] = []
-    walls: list[float] = []
+
+    def checkpoint(cur: dict[str, Any] | None) -> None:
+        if partial is not None:
+            save_partial(partial, {"signature": sig, "torch_runs": [], "tune_runs": [],
+                                   "referee_runs": refs, "arm_wall_s": {"referee": walls},
+                                   "current": cur})
+
     log_lines = bool(args.json and args.out)
-    with Progress(len(problems) * args.referees, "referee",
+    with Progress(len(problems) * (args.referees - len(refs)), "referee",
                   enabled=True if log_lines else (None if not args.json else False),
                   lines=log_lines) as bar:
-        for _ in range(args.referees):
+        for _ in range(len(refs), args.referees):
+            prior: dict[str, Any] = {}
+            wall0 = 0.0
+            if current is not None and current.get("kind") == "referee":
+                prior, wall0 = dict(current["done"]), float(current.get("wall_s") or 0.0)
+            current = None
             ta = time.monotonic()
+
+            def save(results: dict[str, Any], ta: float = ta, wall0: float = wall0) -> None:
+                checkpoint({"kind": "referee", "done": results,
+                            "wall_s": wall0 + time.monotonic() - ta})
             refs.append(_referee_arm(problems, keys_for, backend, float(budget), args.timeout,
-                                     bar, pytorch_for=pytorch_for))
-            walls.append(time.monotonic() - ta)
+                                     bar, done=prior, on_problem=save, pytorch_for=pytorch_for))
+            walls.append(wall0 + time.monotonic() - ta)
+            checkpoint(None)
     new_rows = []
     for r, p in zip(rows, problems, strict=True):
         k = p.key()
@@ -974,7 +1004,10 @@ def _referee_only(args: argparse.Namespace) -> int:
                "referee_only": {"from": path, "code": code, "referees": args.referees,
                                 "budget_s": budget, "wall_s": time.monotonic() - t0,
                                 "arm_wall_s": walls, "first_summary": first}}
-    return _emit(args, payload)
+    rc = _emit(args, payload)
+    if partial is not None and os.path.exists(partial):
+        os.remove(partial)  # the result is written: nothing left to resume
+    return rc
 
 
 def _emit(args: argparse.Namespace, payload: dict[str, Any]) -> int:
