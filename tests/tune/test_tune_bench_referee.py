@@ -141,18 +141,26 @@ def test_one_referee_process_gives_the_single_process_figures() -> None:
     assert referee_fields([{}], "torch:heuristic", [None], [None])["speedup_vs_best"] is None
 
 
-@pytest.mark.slow
-def test_referee_only_retimes_a_results_choices(tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def _first_result(tmp_path: Path, tune_runs: int) -> Path:
+    """A CPU bench result of two tiny problems with one referee process: `r.json`."""
     from convdoctor.cli import main
 
     suite = tmp_path / "s.json"
     suite.write_text(json.dumps({"name": "tiny", "problems": [
         {"group": "g", "name": "a", "problem": "n=1 c=4 h=8 w=8 k=4 r=3 s=3 pad=1"},
         {"group": "g", "name": "b", "problem": "n=1 c=4 h=6 w=6 k=4 r=1 s=1"}]}))
-    first, again = tmp_path / "r.json", tmp_path / "r2.json"
+    out = tmp_path / "r.json"
     assert main(["bench", str(suite), "--budget", "0.1", "--pytorch-runs", "1", "--tune-runs",
-                 "2", "--referees", "1", "--json", "--out", str(first)]) == 0
+                 str(tune_runs), "--referees", "1", "--json", "--out", str(out)]) == 0
+    return out
+
+
+@pytest.mark.slow
+def test_referee_only_retimes_a_results_choices(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from convdoctor.cli import main
+
+    first, again = _first_result(tmp_path, tune_runs=2), tmp_path / "r2.json"
     capsys.readouterr()
     assert main(["bench", "--referee-only", str(first), "--referees", "2", "--json", "--out",
                  str(again)]) == 0
@@ -189,13 +197,7 @@ def test_referee_only_stopped_resumes_at_the_next_problem(
     from convdoctor.cli import main
     from convdoctor.tune import harness
 
-    suite = tmp_path / "s.json"
-    suite.write_text(json.dumps({"name": "tiny", "problems": [
-        {"group": "g", "name": "a", "problem": "n=1 c=4 h=8 w=8 k=4 r=3 s=3 pad=1"},
-        {"group": "g", "name": "b", "problem": "n=1 c=4 h=6 w=6 k=4 r=1 s=1"}]}))
-    first, again = tmp_path / "r.json", tmp_path / "r2.json"
-    assert main(["bench", str(suite), "--budget", "0.1", "--pytorch-runs", "1", "--tune-runs",
-                 "1", "--referees", "1", "--json", "--out", str(first)]) == 0
+    first, again = _first_result(tmp_path, tune_runs=1), tmp_path / "r2.json"
     real = harness.Harness.run
     calls = {"n": 0, "die": True}
 
