@@ -88,6 +88,26 @@ def test_merge_joins_shards(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert json.loads(out.read_text())["summary"]["problems"] == 2
 
 
+def test_merge_reads_gzipped_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # old sessions' raw results are kept as FILE.json.gz (the device's working tree is capped)
+    import gzip
+
+    a, b = tmp_path / "a.json.gz", tmp_path / "b.json"
+    with gzip.open(a, "wt", encoding="utf-8") as fh:
+        fh.write(json.dumps(_doc([_row("p1", 2.0, 2.0, 1.0)])))
+    b.write_text(json.dumps(_doc([_row("p2", 1.0, 1.0, 1.0)])))
+    assert main(["bench", "--merge", str(a), str(b), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["summary"]["problems"] == 2
+    bad = tmp_path / "bad.json.gz"
+    bad.write_bytes(b"not gzip at all")
+    assert main(["bench", "--merge", str(bad)]) == 2
+    assert "cannot read bench result" in capsys.readouterr().err
+    with gzip.open(bad, "wb") as gz:
+        gz.write(b"\xff\xfe{")                       # gzip, but not UTF-8 JSON
+    assert main(["bench", "--merge", str(bad)]) == 2
+    assert main(["bench", "--referee-only", str(bad)]) == 2
+
+
 def test_merge_refuses_mixed_configs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     a.write_text(json.dumps(_doc([_row("p1", 2.0, 2.0, 1.0)])))

@@ -872,23 +872,27 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def _merge(args: argparse.Namespace) -> int:
     from .bench_merge import merge_docs
 
-    docs = []
-    for path in args.merge:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                doc = json.load(fh)
-        except (OSError, json.JSONDecodeError) as exc:
-            raise UsageError(f"cannot read bench result {path}: {exc}") from None
-        docs.append(doc)
+    docs = [load_result(path) for path in args.merge]
     return _emit(args, merge_docs([str(p) for p in args.merge], docs, summarize))
 
 
-def _read_result(path: str) -> dict[str, Any]:
+def load_result(path: str) -> Any:
+    """A bench result file's JSON; `FILE.json.gz` is read through gzip (the repository keeps old
+    sessions' raw results compressed: the working tree that travels to the device is capped)."""
+    import gzip
+
     try:
+        if path.endswith(".gz"):
+            with gzip.open(path, "rt", encoding="utf-8") as fh:
+                return json.load(fh)
         with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except (OSError, json.JSONDecodeError) as exc:
+            return json.load(fh)
+    except (OSError, EOFError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read bench result {path}: {exc}") from None
+
+
+def _read_result(path: str) -> dict[str, Any]:
+    doc = load_result(path)
     if not isinstance(doc, dict) or doc.get("kind") != "bench" or not isinstance(
             doc.get("rows"), list):
         raise UsageError(f"{path} is not a bench result (written by `convdoctor bench --out`)")
