@@ -57,6 +57,39 @@ OUTSIDE_KEY = "_outside_tolerance"   # the referee's record of paths timed outsi
 # stopped mid-arm resumes from the next problem, not from the arm's start).
 ArmCheckpoint = Callable[[dict[str, Any]], None]
 
+class ArmResume:
+    """Where a stopped run left off inside an arm: the state's `current` record ({kind, done,
+    wall_s}) is handed to the first arm of its kind started (`start`), once; `checkpoint(arm)`
+    saves the run's state with the arm in progress (None between arms)."""
+
+    def __init__(self, current: dict[str, Any] | None,
+                 checkpoint: Callable[[dict[str, Any] | None], None]) -> None:
+        self.current = current
+        self.checkpoint = checkpoint
+        self.resumed_problems = 0   # problems of a stopped arm not run again
+
+    def start(self, kind: str) -> tuple[dict[str, Any], Callable[[], float], ArmCheckpoint]:
+        """The next `kind` arm's restored results (when the run stopped in it), its wall seconds
+        so far (the stopped run's included), and the callback that saves its progress after each
+        problem."""
+        prior: dict[str, Any] = {}
+        wall0 = 0.0
+        cur = self.current
+        if cur is not None and cur.get("kind") == kind:
+            prior = dict(cur.get("done") or {})
+            wall0 = float(cur.get("wall_s") or 0.0)
+            self.resumed_problems += sum(1 for k in prior if not k.startswith("_"))
+        self.current = None
+        ta = time.monotonic()
+
+        def wall() -> float:
+            return wall0 + time.monotonic() - ta
+
+        def save(results: dict[str, Any]) -> None:
+            self.checkpoint({"kind": kind, "done": results, "wall_s": wall()})
+        return prior, wall, save
+
+
 CONFIGS = {
     "fp32-nchw": ("float32", "nchw", "tf32"),
     "fp32-nchw-strict": ("float32", "nchw", "strict"),
@@ -523,7 +556,6 @@ def _bench(args: argparse.Namespace) -> int:
                 arm_s[k] = list(done.get("arm_wall_s", {}).get(k, []))
             current = done.get("current")
             wall_before = resumed_wall(done)
-        resumed_problems = 0
         left_arms = (args.pytorch_runs - len(torch_runs)) + (args.tune_runs - len(tune_runs))
         total = len(problems) * (left_arms + args.referees - len(referee_runs))
 
@@ -535,26 +567,7 @@ def _bench(args: argparse.Namespace) -> int:
                                        "current": arm,
                                        "wall_s_before": wall_before + time.monotonic() - t0})
 
-        def resume_arm(kind: str) -> tuple[dict[str, Any], Callable[[], float], ArmCheckpoint]:
-            """The next `kind` arm's restored results (when the run stopped in it), its wall
-            seconds so far (the stopped run's included), and the callback that saves its
-            progress after each problem."""
-            nonlocal current, resumed_problems
-            prior: dict[str, Any] = {}
-            wall0 = 0.0
-            if current is not None and current.get("kind") == kind:
-                prior = dict(current.get("done") or {})
-                wall0 = float(current.get("wall_s") or 0.0)
-                resumed_problems += sum(1 for k in prior if not k.startswith("_"))
-            current = None
-            ta = time.monotonic()
-
-            def wall() -> float:
-                return wall0 + time.monotonic() - ta
-
-            def save(results: dict[str, Any]) -> None:
-                checkpoint({"kind": kind, "done": results, "wall_s": wall()})
-            return prior, wall, save
+        arms = ArmResume(current, checkpoint)
 
         # --json --out (batch jobs): a plain line per step on stderr, so a log shows how far a
         # run that was stopped got; --json alone keeps stderr quiet
@@ -563,14 +576,14 @@ def _bench(args: argparse.Namespace) -> int:
                                                                        else False),
                       lines=log_lines) as bar:
             for i in range(len(torch_runs), args.pytorch_runs):
-                prior, wall, save = resume_arm("pytorch")
+                prior, wall, save = arms.start("pytorch")
                 torch_runs.append(_pytorch_arm(problems, spec, budget, args.timeout, bar,
                                                fresh=first if i == 0 else None, done=prior,
                                                on_problem=save))
                 arm_s["pytorch"].append(wall())
                 checkpoint()
             for _ in range(len(tune_runs), args.tune_runs):
-                prior, wall, save = resume_arm("tune")
+                prior, wall, save = arms.start("tune")
                 tune_runs.append(_tune_arm(problems, spec, budget, args.timeout, bar,
                                            done=prior, on_problem=save))
                 arm_s["tune"].append(wall())
@@ -584,7 +597,7 @@ def _bench(args: argparse.Namespace) -> int:
                     heur_key, [r[k]["benchmark_pick"] for r in torch_runs],
                     [r[k]["winner"] for r in tune_runs], cpu)
             for _ in range(len(referee_runs), args.referees):
-                prior, wall, save = resume_arm("referee")
+                prior, wall, save = arms.start("referee")
                 referee_runs.append(_referee_arm(problems, keys_for, spec, budget, args.timeout,
                                                  bar, done=prior, on_problem=save,
                                                  pytorch_for=pytorch_for))
@@ -646,7 +659,7 @@ def _bench(args: argparse.Namespace) -> int:
     summary["wall_s_this_process"] = wall_s
     summary["resumed_arms"] = (args.pytorch_runs + args.tune_runs) - left_arms
     # problems of an arm the run had stopped in, not run again
-    summary["resumed_problems"] = resumed_problems
+    summary["resumed_problems"] = arms.resumed_problems
     summary["tuning_s_total_per_run"] = [r.get("_process_s") for r in tune_runs]
     summary["arm_wall_s"] = arm_s
     payload = {"kind": "bench", "suite": suite.name, "config": args.config,
@@ -956,34 +969,25 @@ def _referee_only(args: argparse.Namespace) -> int:
     refs: list[dict[str, Any]] = list(done["referee_runs"])[: args.referees]
     walls: list[float] = [float(x) for x in (done.get("arm_wall_s") or {}).get("referee", [])
                           if isinstance(x, (int, float))][: len(refs)]
-    current = done.get("current")
     t0 = time.monotonic()
 
-    def checkpoint(cur: dict[str, Any] | None) -> None:
+    def checkpoint(cur: dict[str, Any] | None = None) -> None:
         if partial is not None:
             save_partial(partial, {"signature": sig, "torch_runs": [], "tune_runs": [],
                                    "referee_runs": refs, "arm_wall_s": {"referee": walls},
                                    "current": cur})
 
+    arms = ArmResume(done.get("current"), checkpoint)
     log_lines = bool(args.json and args.out)
     with Progress(len(problems) * (args.referees - len(refs)), "referee",
                   enabled=True if log_lines else (None if not args.json else False),
                   lines=log_lines) as bar:
         for _ in range(len(refs), args.referees):
-            prior: dict[str, Any] = {}
-            wall0 = 0.0
-            if current is not None and current.get("kind") == "referee":
-                prior, wall0 = dict(current["done"]), float(current.get("wall_s") or 0.0)
-            current = None
-            ta = time.monotonic()
-
-            def save(results: dict[str, Any], ta: float = ta, wall0: float = wall0) -> None:
-                checkpoint({"kind": "referee", "done": results,
-                            "wall_s": wall0 + time.monotonic() - ta})
+            prior, wall, save = arms.start("referee")
             refs.append(_referee_arm(problems, keys_for, backend, float(budget), args.timeout,
                                      bar, done=prior, on_problem=save, pytorch_for=pytorch_for))
-            walls.append(wall0 + time.monotonic() - ta)
-            checkpoint(None)
+            walls.append(wall())
+            checkpoint()
     new_rows = []
     for r, p in zip(rows, problems, strict=True):
         k = p.key()
