@@ -1,0 +1,318 @@
+"""Weight gradient (wgrad) of a dense convolution as a split-reduction implicit GEMM in Triton.
+
+Why: on the H100, cuDNN's wgrad engines run layers with few channels and many positions far from
+both rooflines (session 27, fp32 NCHW, TF32 allowed: Inception's Conv2d_2a_3x3, 32 -> 32 channels
+at 149x149, 542 us for 180 MB and 0.4 GFLOP; DeepSpeech2's conv2 1.18 ms). Their weight gradient
+is a small matrix (K x C*T*R*S) summed over a huge reduction (N x output positions), so the work
+must be split along the reduction to fill the GPU.
+
+    dw[k, c, t, r, s] = sum over (n, od, oh, ow) of
+                        dy[n, k, od, oh, ow] * x[n, c, od*SD - PD + t*DD, oh*SH - PH + r*DH, ...]
+
+One program computes a [BLOCK_M output channels x BLOCK_N (c, t, r, s) columns] tile of dw over
+one contiguous chunk of the reduction, BLOCK_L positions at a time: it loads the dy tile
+[BLOCK_M x BLOCK_L] and gathers the input tile [BLOCK_L x BLOCK_N] (implicit im2col: padding is a
+masked load) and accumulates their product with `tl.dot` in fp32 (TF32 inputs only where the
+problem's math mode allows it; fp16/bf16 inputs as they are). The chunks' partial sums land in an
+fp32 buffer [SPLIT, K, C*T*R*S] that one `torch.sum` reduces in a fixed order (deterministic, no
+atomics); with one chunk the program writes dw directly. Tensors are addressed by their strides
+(NCHW or channels-last). 1D and 2D problems are 3D ones with unit leading spatial dimensions.
+
+Configurations (`configs_for`): tile shape, warps and pipeline stages, "m<BM>n<BN>l<BL>w<W>s<S>".
+Candidate keys are "triton:wg_<config>" (`PREFIX`). The split is derived from the device's SM
+count (`split_for`): enough programs for `WAVES` per SM, at least `MIN_STEPS` BLOCK_L steps each.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+PREFIX = "triton:wg_"
+_CFG_RE = re.compile(r"^m(\d+)n(\d+)l(\d+)w(\d+)s(\d+)$")
+# programs per SM the split aims for, and the fewest BLOCK_L steps a program takes
+WAVES = 4
+MIN_STEPS = 4
+MAX_GRID_Y = 65535
+# Offered for weights of at most this many elements (K x C x kernel): the kernel exists for
+# small weight gradients over long reductions; larger ones are cuDNN's ground.
+MAX_WEIGHT = 1 << 18
+# Configurations offered (`configs_for` picks by K). Chosen on the H100 (scripts/gpu/wg_probe.py).
+CONFIGS_SMALL_K = ("m32n64l64w4s3", "m32n128l32w4s3", "m16n64l64w4s3", "m32n32l128w4s3")
+CONFIGS_LARGE_K = ("m64n64l64w4s3", "m64n128l32w8s3", "m128n64l32w8s3", "m64n64l32w4s4")
+
+
+@dataclass(frozen=True)
+class Config:
+    block_m: int
+    block_n: int
+    block_l: int
+    warps: int
+    stages: int
+
+    @property
+    def name(self) -> str:
+        return f"m{self.block_m}n{self.block_n}l{self.block_l}w{self.warps}s{self.stages}"
+
+
+@functools.lru_cache(maxsize=256)
+def parse_config(name: str) -> Config:
+    """'m32n64l64w4s3' -> Config(32, 64, 64, 4, 3); ValueError for anything else."""
+    m = _CFG_RE.match(name)
+    if not m:
+        raise ValueError(f"not a wgrad kernel configuration: {name!r} (expected like m32n64l64w4s3)")
+    bm, bn, bl, w, s = (int(g) for g in m.groups())
+    for v in (bm, bn, bl, w):
+        if v & (v - 1):
+            raise ValueError(f"{name!r}: tile sizes and warps must be powers of two")
+    if min(bm, bn, bl) < 16 or max(bm, bn, bl) > 256:
+        raise ValueError(f"{name!r}: tile sizes must be 16 to 256 (tl.dot's shapes)")
+    if not 1 <= w <= 16 or not 1 <= s <= 6:
+        raise ValueError(f"{name!r}: 1-16 warps and 1-6 stages")
+    return Config(bm, bn, bl, w, s)
+
+
+def key_of(config: str) -> str:
+    return PREFIX + config
+
+
+def config_of(key: str) -> str | None:
+    return key[len(PREFIX):] if key.startswith(PREFIX) else None
+
+
+def eligible(direction: str, ndim: int, c: int, k: int, groups: int, kernel: Sequence[int],
+             dtype: str = "float32") -> str | None:
+    """None when the kernel runs (and is offered for) this problem, else why not."""
+    if direction != "wgrad":
+        return f"{direction}: the wgrad kernel computes weight gradients only"
+    if ndim not in (1, 2, 3):
+        return f"{ndim}D: the wgrad kernel runs 1D, 2D and 3D convolutions"
+    if groups != 1:
+        return "grouped: the wgrad kernel runs ungrouped convolutions only"
+    if dtype not in ("float32", "float16", "bfloat16"):
+        return f"{dtype}: the wgrad kernel runs float32, float16 and bfloat16"
+    size = k * c * math.prod(int(v) for v in kernel)
+    if size > MAX_WEIGHT:
+        return f"a weight of {size} elements (the kernel is offered up to {MAX_WEIGHT})"
+    return None
+
+
+def configs_for(k: int) -> tuple[str, ...]:
+    """The configurations offered for a problem of `k` output channels."""
+    return CONFIGS_SMALL_K if k <= 32 else CONFIGS_LARGE_K
+
+
+def split_for(tiles: int, positions: int, block_l: int, sms: int) -> tuple[int, int]:
+    """(split, chunk): how many programs share the reduction of each tile, and the positions each
+    takes (a multiple of block_l). Aims at WAVES programs per SM, at least MIN_STEPS steps each."""
+    steps = -(-positions // block_l)
+    want = max(1, -(-WAVES * sms // max(tiles, 1)))
+    split = max(1, min(want, steps // MIN_STEPS, MAX_GRID_Y))
+    chunk = -(-steps // split) * block_l
+    return -(-positions // chunk), chunk
+
+
+@functools.lru_cache(maxsize=1)
+def unavailable() -> str | None:
+    """None when Triton can run here, else why not (checked once per process)."""
+    from .depthwise import unavailable as dw_unavailable
+
+    return dw_unavailable()
+
+
+@functools.lru_cache(maxsize=1)
+def _kernel() -> Any:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def wg_kernel(x, dy, out,
+                  K: tl.constexpr, C: tl.constexpr, D: tl.constexpr, H: tl.constexpr,
+                  W: tl.constexpr, OD: tl.constexpr, OH: tl.constexpr, OW: tl.constexpr,
+                  x_n: tl.constexpr, x_c: tl.constexpr, x_d: tl.constexpr, x_h: tl.constexpr,
+                  x_w: tl.constexpr, y_n: tl.constexpr, y_k: tl.constexpr, y_d: tl.constexpr,
+                  y_h: tl.constexpr, y_w: tl.constexpr,
+                  o_split: tl.constexpr, o_k: tl.constexpr, o_c: tl.constexpr, o_t: tl.constexpr,
+                  o_r: tl.constexpr, o_s: tl.constexpr,
+                  KT: tl.constexpr, KR: tl.constexpr, KS: tl.constexpr,
+                  SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
+                  PD: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
+                  DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+                  L: tl.constexpr, CHUNK: tl.constexpr, PRECISION: tl.constexpr,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_L: tl.constexpr,
+                  STAGES: tl.constexpr, WIDE: tl.constexpr):
+        # Every size and stride is a compile-time constant. Offsets are 32-bit unless WIDE.
+        TAPS: tl.constexpr = KT * KR * KS
+        NCOL: tl.constexpr = C * TAPS
+        P: tl.constexpr = OD * OH * OW
+        pid_tile = tl.program_id(0)
+        pid_split = tl.program_id(1)
+        tiles_n: tl.constexpr = (NCOL + BLOCK_N - 1) // BLOCK_N
+        pid_m = pid_tile // tiles_n
+        pid_n = pid_tile % tiles_n
+        offs_k = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_j = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        km = offs_k < K
+        jm = offs_j < NCOL
+        cc = offs_j // TAPS
+        tap = offs_j % TAPS
+        tt = tap // (KR * KS)
+        rr = (tap // KS) % KR
+        ss = tap % KS
+        # the input position of column j for output position 0, per dimension
+        tap_d = tt * DD - PD
+        tap_h = rr * DH - PH
+        tap_w = ss * DW - PW
+        if WIDE:
+            col_off = cc.to(tl.int64) * x_c
+            row_off = offs_k.to(tl.int64) * y_k
+        else:
+            col_off = cc * x_c
+            row_off = offs_k * y_k
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        start = pid_split * CHUNK
+        for l0 in tl.range(start, start + CHUNK, BLOCK_L, num_stages=STAGES):
+            offs_l = l0 + tl.arange(0, BLOCK_L)
+            lm = offs_l < L
+            if WIDE:
+                offs_l = offs_l.to(tl.int64)
+            nn = offs_l // P
+            pos = offs_l % P
+            od = pos // (OH * OW)
+            oh = (pos // OW) % OH
+            ow = pos % OW
+            a = tl.load(dy + (row_off[:, None] + (nn * y_n + od * y_d + oh * y_h
+                                                  + ow * y_w)[None, :]),
+                        mask=km[:, None] & lm[None, :], other=0.0)
+            i_d = (od * SD)[:, None] + tap_d[None, :]
+            i_h = (oh * SH)[:, None] + tap_h[None, :]
+            i_w = (ow * SW)[:, None] + tap_w[None, :]
+            ok = lm[:, None] & jm[None, :]
+            if PD > 0 or (OD - 1) * SD + (KT - 1) * DD - PD >= D:
+                ok = ok & (i_d >= 0) & (i_d < D)
+            if PH > 0 or (OH - 1) * SH + (KR - 1) * DH - PH >= H:
+                ok = ok & (i_h >= 0) & (i_h < H)
+            if PW > 0 or (OW - 1) * SW + (KS - 1) * DW - PW >= W:
+                ok = ok & (i_w >= 0) & (i_w < W)
+            b = tl.load(x + ((nn * x_n)[:, None] + col_off[None, :] + i_d * x_d + i_h * x_h
+                             + i_w * x_w), mask=ok, other=0.0)
+            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        o = out + pid_split * o_split + offs_k[:, None] * o_k + (cc * o_c + tt * o_t + rr * o_r
+                                                                 + ss * o_s)[None, :]
+        tl.store(o, acc.to(out.dtype.element_ty), mask=km[:, None] & jm[None, :])
+
+    return wg_kernel
+
+
+def _as3d(t: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(N, C, D, H, W) sizes and strides of a 3-, 4- or 5-dim tensor (missing dims: size 1)."""
+    nd = t.dim() - 2
+    if nd not in (1, 2, 3):
+        raise ValueError(f"wgrad kernel: a {t.dim()}-dim tensor (expected 3, 4 or 5)")
+    pad = 3 - nd
+    sizes = (int(t.shape[0]), int(t.shape[1]), *([1] * pad), *(int(v) for v in t.shape[2:]))
+    strides = (int(t.stride(0)), int(t.stride(1)), *([0] * pad), *(int(v) for v in t.stride()[2:]))
+    return sizes, strides
+
+
+def _span(sizes: Sequence[int], strides: Sequence[int]) -> int:
+    return 1 + sum((int(n) - 1) * abs(int(s)) for n, s in zip(sizes, strides, strict=True))
+
+
+def _sm_count(t: Any) -> int:
+    import torch
+
+    if getattr(t, "is_cuda", False):
+        return int(torch.cuda.get_device_properties(t.device).multi_processor_count)
+    return 4  # the interpreter (tests): a few programs
+
+
+def workspace_bytes(k: int, c: int, kernel: Sequence[int], positions: int, config: str,
+                    sms: int) -> int:
+    """Bytes of the fp32 partial-sum buffer a launch allocates (0 with one chunk)."""
+    cfg = parse_config(config)
+    ncol = c * math.prod(int(v) for v in kernel)
+    tiles = -(-k // cfg.block_m) * -(-ncol // cfg.block_n)
+    split, _ = split_for(tiles, positions, cfg.block_l, sms)
+    return 0 if split == 1 else split * k * ncol * 4
+
+
+def run(x: Any, dy: Any, dw: Any, *, stride: Sequence[int], pad_pre: Sequence[int],
+        dilation: Sequence[int], config: str, tf32: bool = False, sms: int | None = None,
+        wide: bool | None = None) -> Any:
+    """Compute `dw` (K, C, *kernel) in place from the forward input `x` (N, C, *spatial) and the
+    output gradient `dy` (N, K, *out) and return it. Any dense layout; `tf32`: fp32 products may
+    round their inputs to TF32 (the problem's math mode allows it)."""
+    import torch
+
+    cfg = parse_config(config)
+    nd = x.dim() - 2
+    if dy.dim() != x.dim() or dw.dim() != x.dim():
+        raise ValueError(f"wgrad kernel: x {tuple(x.shape)}, dy {tuple(dy.shape)} and dw "
+                         f"{tuple(dw.shape)} differ in rank")
+    (n, c, d, h, w), xs = _as3d(x)
+    (n2, k, od, oh, ow), ys = _as3d(dy)
+    (k2, c2, kt, kr, ks), ws = _as3d(dw)
+    if (n2, k2, c2) != (n, k, c):
+        raise ValueError(f"wgrad kernel: x {tuple(x.shape)}, dy {tuple(dy.shape)} and dw "
+                         f"{tuple(dw.shape)} disagree on N, C or K")
+    if x.dtype != dy.dtype:
+        raise ValueError(f"wgrad kernel: x is {x.dtype}, dy is {dy.dtype}")
+    pad = 3 - nd
+    st = (1,) * pad + tuple(int(v) for v in stride)
+    pp = (0,) * pad + tuple(int(v) for v in pad_pre)
+    dl = (1,) * pad + tuple(int(v) for v in dilation)
+    positions = n * od * oh * ow
+    ncol = c * kt * kr * ks
+    tiles = -(-k // cfg.block_m) * -(-ncol // cfg.block_n)
+    split, chunk = split_for(tiles, positions, cfg.block_l, sms or _sm_count(x))
+    if wide is None:
+        wide = max(_span((n, c, d, h, w), xs), _span((n, k, od, oh, ow), ys),
+                   positions + chunk) >= 2**31
+    if split == 1:
+        target = dw
+        o_split, (o_k, o_c, o_t, o_r, o_s) = 0, ws
+    else:
+        target = torch.empty((split, k, ncol), dtype=torch.float32, device=dw.device)
+        o_split, o_k, o_c = k * ncol, ncol, kt * kr * ks
+        o_t, o_r, o_s = kr * ks, ks, 1
+    if x.dtype == torch.float32:
+        precision = "tf32" if tf32 else "ieee"
+    else:
+        precision = "ieee"  # fp16/bf16 products are exact in the fp32 accumulator
+    grid = (tiles, split)
+    from .depthwise import _on_device
+
+    with _on_device(x):
+        _kernel()[grid](
+            x, dy, target, K=k, C=c, D=d, H=h, W=w, OD=od, OH=oh, OW=ow,
+            x_n=xs[0], x_c=xs[1], x_d=xs[2], x_h=xs[3], x_w=xs[4],
+            y_n=ys[0], y_k=ys[1], y_d=ys[2], y_h=ys[3], y_w=ys[4],
+            o_split=o_split, o_k=o_k, o_c=o_c, o_t=o_t, o_r=o_r, o_s=o_s,
+            KT=kt, KR=kr, KS=ks, SD=st[0], SH=st[1], SW=st[2], PD=pp[0], PH=pp[1], PW=pp[2],
+            DD=dl[0], DH=dl[1], DW=dl[2], L=positions, CHUNK=chunk, PRECISION=precision,
+            BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_L=cfg.block_l, STAGES=cfg.stages,
+            WIDE=bool(wide), num_warps=cfg.warps)
+    if split > 1:
+        dw.copy_(target.sum(dim=0).view(dw.shape))
+    return dw
+
+
+def wgrad(x: Any, dy: Any, kernel: Sequence[int], *, stride: Sequence[int],
+          pad_pre: Sequence[int], dilation: Sequence[int], config: str, tf32: bool = False,
+          out: Any = None) -> Any:
+    """dw of a convolution whose input is `x` and output gradient `dy`, for a `kernel`-sized
+    window; allocates `out` (contiguous, or channels-last where x is) when not given."""
+    import torch
+
+    if out is None:
+        from .depthwise import format_of
+
+        shape = (int(dy.shape[1]), int(x.shape[1]), *(int(v) for v in kernel))
+        out = torch.empty(shape, dtype=x.dtype, device=x.device, memory_format=format_of(x))
+    return run(x, dy, out, stride=stride, pad_pre=pad_pre, dilation=dilation, config=config,
+               tf32=tf32)
