@@ -14,7 +14,6 @@ benchmark=True times beside them. Plain script, no tuner.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import sys
