@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 PREFIX = "triton:wg_"
-_CFG_RE = re.compile(r"^m(\d+)n(\d+)l(\d+)w(\d+)s(\d+)$")
+_CFG_RE = re.compile(r"^m(\d+)n(\d+)l(\d+)w(\d+)s(\d+)(r?)$")
 # programs per SM the split aims for, and the fewest BLOCK_L steps a program takes
 WAVES = 4
 MIN_STEPS = 4
@@ -53,10 +53,13 @@ class Config:
     block_l: int
     warps: int
     stages: int
+    # a program per tap row (t, r) whose columns are (c, s) pairs, instead of one per tap
+    row: bool = False
 
     @property
     def name(self) -> str:
-        return f"m{self.block_m}n{self.block_n}l{self.block_l}w{self.warps}s{self.stages}"
+        return (f"m{self.block_m}n{self.block_n}l{self.block_l}w{self.warps}s{self.stages}"
+                + ("r" if self.row else ""))
 
 
 @functools.lru_cache(maxsize=256)
@@ -65,7 +68,7 @@ def parse_config(name: str) -> Config:
     m = _CFG_RE.match(name)
     if not m:
         raise ValueError(f"not a wgrad kernel configuration: {name!r} (expected like m32n64l64w4s3)")
-    bm, bn, bl, w, s = (int(g) for g in m.groups())
+    bm, bn, bl, w, s = (int(g) for g in m.groups()[:5])
     for v in (bm, bn, bl, w):
         if v & (v - 1):
             raise ValueError(f"{name!r}: tile sizes and warps must be powers of two")
@@ -73,7 +76,17 @@ def parse_config(name: str) -> Config:
         raise ValueError(f"{name!r}: tile sizes must be 16 to 256 (tl.dot's shapes)")
     if not 1 <= w <= 16 or not 1 <= s <= 6:
         raise ValueError(f"{name!r}: 1-16 warps and 1-6 stages")
-    return Config(bm, bn, bl, w, s)
+    return Config(bm, bn, bl, w, s, row=m.group(6) == "r")
+
+
+def tiles_of(k: int, c: int, kernel: Sequence[int], cfg: Config) -> int:
+    """Programs per reduction chunk: (tap rows or taps) x K blocks x column blocks."""
+    ks = [int(v) for v in kernel]
+    if cfg.row:
+        fixed, ncol = math.prod(ks[:-1]), c * ks[-1]
+    else:
+        fixed, ncol = math.prod(ks), c
+    return fixed * -(-k // cfg.block_m) * -(-ncol // cfg.block_n)
 
 
 def key_of(config: str) -> str:
@@ -144,35 +157,51 @@ def _kernel() -> Any:
                   DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
                   L: tl.constexpr, CHUNK: tl.constexpr, PRECISION: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_L: tl.constexpr,
-                  STAGES: tl.constexpr, WIDE: tl.constexpr):
+                  STAGES: tl.constexpr, WIDE: tl.constexpr, XT: tl.constexpr,
+                  ROW: tl.constexpr):
         # Every size and stride is a compile-time constant. Offsets are 32-bit unless WIDE.
-        TAPS: tl.constexpr = KT * KR * KS
-        NCOL: tl.constexpr = C * TAPS
+        # A program owns one kernel tap (t, r, s) - or with ROW one tap row (t, r), its columns
+        # then being (c, s) pairs - so the input tile's address is a column part plus a position
+        # part, and its bounds test depends on the position alone (ROW: and on s for the width).
         P: tl.constexpr = OD * OH * OW
+        if ROW:
+            NCOL: tl.constexpr = C * KS
+            FIXED: tl.constexpr = KT * KR
+        else:
+            NCOL: tl.constexpr = C
+            FIXED: tl.constexpr = KT * KR * KS
+        tiles_n: tl.constexpr = (NCOL + BLOCK_N - 1) // BLOCK_N
+        tiles_m: tl.constexpr = (K + BLOCK_M - 1) // BLOCK_M
         pid_tile = tl.program_id(0)
         pid_split = tl.program_id(1)
-        tiles_n: tl.constexpr = (NCOL + BLOCK_N - 1) // BLOCK_N
-        pid_m = pid_tile // tiles_n
         pid_n = pid_tile % tiles_n
+        pid_m = (pid_tile // tiles_n) % tiles_m
+        fixed = pid_tile // (tiles_n * tiles_m)
         offs_k = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         offs_j = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         km = offs_k < K
         jm = offs_j < NCOL
-        cc = offs_j // TAPS
-        tap = offs_j % TAPS
-        tt = tap // (KR * KS)
-        rr = (tap // KS) % KR
-        ss = tap % KS
-        # the input position of column j for output position 0, per dimension
-        tap_d = tt * DD - PD
-        tap_h = rr * DH - PH
-        tap_w = ss * DW - PW
+        if ROW:
+            tt = fixed // KR
+            rr = fixed % KR
+            cc = offs_j // KS
+            ss = offs_j % KS
+        else:
+            tt = fixed // (KR * KS)
+            rr = (fixed // KS) % KR
+            cc = offs_j
+            ss = fixed % KS
         if WIDE:
-            col_off = cc.to(tl.int64) * x_c
+            col = cc.to(tl.int64) * x_c + ss * (DW * x_w)
             row_off = offs_k.to(tl.int64) * y_k
         else:
-            col_off = cc * x_c
+            col = cc * x_c + ss * (DW * x_w)
             row_off = offs_k * y_k
+        tap_d = tt * DD - PD
+        tap_h = rr * DH - PH
+        CHECK_D: tl.constexpr = PD > 0 or (OD - 1) * SD + (KT - 1) * DD - PD >= D
+        CHECK_H: tl.constexpr = PH > 0 or (OH - 1) * SH + (KR - 1) * DH - PH >= H
+        CHECK_W: tl.constexpr = PW > 0 or (OW - 1) * SW + (KS - 1) * DW - PW >= W
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         start = pid_split * CHUNK
         for l0 in tl.range(start, start + CHUNK, BLOCK_L, num_stages=STAGES):
@@ -188,21 +217,41 @@ def _kernel() -> Any:
             a = tl.load(dy + (row_off[:, None] + (nn * y_n + od * y_d + oh * y_h
                                                   + ow * y_w)[None, :]),
                         mask=km[:, None] & lm[None, :], other=0.0)
-            i_d = (od * SD)[:, None] + tap_d[None, :]
-            i_h = (oh * SH)[:, None] + tap_h[None, :]
-            i_w = (ow * SW)[:, None] + tap_w[None, :]
-            ok = lm[:, None] & jm[None, :]
-            if PD > 0 or (OD - 1) * SD + (KT - 1) * DD - PD >= D:
-                ok = ok & (i_d >= 0) & (i_d < D)
-            if PH > 0 or (OH - 1) * SH + (KR - 1) * DH - PH >= H:
-                ok = ok & (i_h >= 0) & (i_h < H)
-            if PW > 0 or (OW - 1) * SW + (KS - 1) * DW - PW >= W:
-                ok = ok & (i_w >= 0) & (i_w < W)
-            b = tl.load(x + ((nn * x_n)[:, None] + col_off[None, :] + i_d * x_d + i_h * x_h
-                             + i_w * x_w), mask=ok, other=0.0)
+            i_d = od * SD + tap_d
+            i_h = oh * SH + tap_h
+            w0 = ow * SW - PW  # the width index of tap s = 0
+            pm = lm
+            if CHECK_D:
+                pm = pm & (i_d >= 0) & (i_d < D)
+            if CHECK_H:
+                pm = pm & (i_h >= 0) & (i_h < H)
+            paddr = nn * x_n + i_d * x_d + i_h * x_h + w0 * x_w
+            if XT:  # [BLOCK_N, BLOCK_L]: lanes along positions (contiguous in NCHW)
+                if CHECK_W:
+                    if ROW:
+                        iw = (ss * DW)[:, None] + w0[None, :]
+                        ok = jm[:, None] & pm[None, :] & (iw >= 0) & (iw < W)
+                    else:
+                        iw = w0 + ss * DW
+                        ok = jm[:, None] & (pm & (iw >= 0) & (iw < W))[None, :]
+                else:
+                    ok = jm[:, None] & pm[None, :]
+                bt = tl.load(x + (col[:, None] + paddr[None, :]), mask=ok, other=0.0)
+                b = tl.trans(bt)
+            else:  # [BLOCK_L, BLOCK_N]: lanes along columns (contiguous in channels-last)
+                if CHECK_W:
+                    if ROW:
+                        iw = w0[:, None] + (ss * DW)[None, :]
+                        ok = pm[:, None] & jm[None, :] & (iw >= 0) & (iw < W)
+                    else:
+                        iw = w0 + ss * DW
+                        ok = (pm & (iw >= 0) & (iw < W))[:, None] & jm[None, :]
+                else:
+                    ok = pm[:, None] & jm[None, :]
+                b = tl.load(x + (paddr[:, None] + col[None, :]), mask=ok, other=0.0)
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
-        o = out + pid_split * o_split + offs_k[:, None] * o_k + (cc * o_c + tt * o_t + rr * o_r
-                                                                 + ss * o_s)[None, :]
+        o = (out + pid_split * o_split + tt * o_t + rr * o_r + offs_k[:, None] * o_k
+             + (cc * o_c + ss * o_s)[None, :])
         tl.store(o, acc.to(out.dtype.element_ty), mask=km[:, None] & jm[None, :])
 
     return wg_kernel
@@ -236,17 +285,18 @@ def workspace_bytes(k: int, c: int, kernel: Sequence[int], positions: int, confi
     """Bytes of the fp32 partial-sum buffer a launch allocates (0 with one chunk)."""
     cfg = parse_config(config)
     ncol = c * math.prod(int(v) for v in kernel)
-    tiles = -(-k // cfg.block_m) * -(-ncol // cfg.block_n)
-    split, _ = split_for(tiles, positions, cfg.block_l, sms)
+    split, _ = split_for(tiles_of(k, c, kernel, cfg), positions, cfg.block_l, sms)
     return 0 if split == 1 else split * k * ncol * 4
 
 
 def run(x: Any, dy: Any, dw: Any, *, stride: Sequence[int], pad_pre: Sequence[int],
         dilation: Sequence[int], config: str, tf32: bool = False, sms: int | None = None,
-        wide: bool | None = None) -> Any:
+        wide: bool | None = None, xt: bool | None = None) -> Any:
     """Compute `dw` (K, C, *kernel) in place from the forward input `x` (N, C, *spatial) and the
     output gradient `dy` (N, K, *out) and return it. Any dense layout; `tf32`: fp32 products may
-    round their inputs to TF32 (the problem's math mode allows it)."""
+    round their inputs to TF32 (the problem's math mode allows it). `xt` (default: where x's
+    width stride is not above its channel stride, i.e. NCHW-like) loads the input tile with lanes
+    along positions instead of along channels and taps."""
     import torch
 
     cfg = parse_config(config)
@@ -268,7 +318,7 @@ def run(x: Any, dy: Any, dw: Any, *, stride: Sequence[int], pad_pre: Sequence[in
     dl = (1,) * pad + tuple(int(v) for v in dilation)
     positions = n * od * oh * ow
     ncol = c * kt * kr * ks
-    tiles = -(-k // cfg.block_m) * -(-ncol // cfg.block_n)
+    tiles = tiles_of(k, c, (kt, kr, ks), cfg)
     split, chunk = split_for(tiles, positions, cfg.block_l, sms or _sm_count(x))
     if wide is None:
         wide = max(_span((n, c, d, h, w), xs), _span((n, k, od, oh, ow), ys),
@@ -296,7 +346,8 @@ def run(x: Any, dy: Any, dw: Any, *, stride: Sequence[int], pad_pre: Sequence[in
             KT=kt, KR=kr, KS=ks, SD=st[0], SH=st[1], SW=st[2], PD=pp[0], PH=pp[1], PW=pp[2],
             DD=dl[0], DH=dl[1], DW=dl[2], L=positions, CHUNK=chunk, PRECISION=precision,
             BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_L=cfg.block_l, STAGES=cfg.stages,
-            WIDE=bool(wide), num_warps=cfg.warps)
+            WIDE=bool(wide), XT=bool(xs[4] <= xs[1]) if xt is None else bool(xt), ROW=cfg.row,
+            num_warps=cfg.warps)
     if split > 1:
         dw.copy_(target.sum(dim=0).view(dw.shape))
     return dw
