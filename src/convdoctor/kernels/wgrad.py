@@ -166,10 +166,8 @@ def _kernel() -> Any:
         P: tl.constexpr = OD * OH * OW
         if ROW:
             NCOL: tl.constexpr = C * KS
-            FIXED: tl.constexpr = KT * KR
         else:
             NCOL: tl.constexpr = C
-            FIXED: tl.constexpr = KT * KR * KS
         tiles_n: tl.constexpr = (NCOL + BLOCK_N - 1) // BLOCK_N
         tiles_m: tl.constexpr = (K + BLOCK_M - 1) // BLOCK_M
         pid_tile = tl.program_id(0)
