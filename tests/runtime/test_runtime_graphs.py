@@ -414,19 +414,21 @@ def test_triton_routes_pay_their_launcher_outside_graphs_only() -> None:
     from convdoctor.tune.backend import Candidate
     from convdoctor.tune.result import CandidateStats, TuneResult
 
-    key = "triton:dw_c2p256w4"
-
     def st(k: str, us: float) -> CandidateStats:
         return CandidateStats(candidate=Candidate(k, "cuda"), samples=[us * 1e-6] * 5)
 
-    res = TuneResult(problem=ConvProblem.parse(
-        "fprop n=64 c=576 h=14 w=14 k=576 r=3 s=3 pad=1 groups=576"), env={}, backend="cuda",
-        winner=Candidate(key, "cuda"), candidates=[st(key, 33.4), st("torch:heuristic", 70.9)])
-    assert TRITON_PENALTY_S > 70.9e-6 - 33.4e-6
-    assert _ranked_keys(res, False, 0.0) == [key, "torch:heuristic"]
-    assert _ranked_keys(res, False, plan_penalty(train=True))[0] == "torch:heuristic"
-    assert _ranked_keys(res, False, plan_penalty(train=False))[0] == "torch:heuristic"
-    assert _ranked_keys(res, True, 0.0) == ["torch:heuristic"]
+    # the same for the wgrad kernel's routes
+    for key, text in (("triton:dw_c2p256w4",
+                       "fprop n=64 c=576 h=14 w=14 k=576 r=3 s=3 pad=1 groups=576"),
+                      ("triton:wg_m64n64l64w4s3r", "wgrad n=32 c=64 h=56 w=56 k=64 r=3 s=3 pad=1")):
+        res = TuneResult(problem=ConvProblem.parse(text), env={}, backend="cuda",
+                         winner=Candidate(key, "cuda"),
+                         candidates=[st(key, 33.4), st("torch:heuristic", 70.9)])
+        assert TRITON_PENALTY_S > 70.9e-6 - 33.4e-6
+        assert _ranked_keys(res, False, 0.0) == [key, "torch:heuristic"]
+        assert _ranked_keys(res, False, plan_penalty(train=True))[0] == "torch:heuristic"
+        assert _ranked_keys(res, False, plan_penalty(train=False))[0] == "torch:heuristic"
+        assert _ranked_keys(res, True, 0.0) == ["torch:heuristic"]
 
 
 def test_matrix_product_routes_are_never_ranked_for_transposed_layers() -> None:

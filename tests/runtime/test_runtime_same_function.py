@@ -439,6 +439,42 @@ def test_triton_depthwise_same_function_gpu(name: str, dtype: torch.dtype,
                  {"fprop": "triton:dw_", "dgrad": "triton:dw_", "wgrad": "torch:default"})
 
 
+def _triton_wg_route(m: nn.Module, x: torch.Tensor) -> S.Site:
+    """Route `m`'s wgrad through the wgrad Triton kernel (fprop, dgrad: PyTorch's path)."""
+    from convdoctor.kernels import wgrad
+    from convdoctor.runtime.execs import default_exec
+    from convdoctor.runtime.triton_exec import TritonWgExec
+    from convdoctor.tune.gpu import policy
+
+    def executor(prob: Any) -> object:
+        cfgs = policy.triton_wg_configs(prob)
+        return TritonWgExec(wgrad.PREFIX + cfgs[0], prob) if cfgs else default_exec()
+
+    return _route(m, x, executor)
+
+
+TRITON_WG_CASES = {
+    "bias": lambda: nn.Conv2d(6, 8, 3, padding=1),
+    "strided_7x7": lambda: nn.Conv2d(3, 16, 7, stride=2, padding=3, bias=False),
+    "same_even": lambda: nn.Conv2d(6, 4, 4, padding="same"),   # asymmetric
+    "dilated_reflect": lambda: nn.Conv2d(6, 6, 3, dilation=2, padding=2, padding_mode="reflect"),
+    "conv1d": lambda: nn.Conv1d(6, 6, 5, padding=2),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(TRITON_WG_CASES))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "cl"])
+def test_triton_wgrad_same_function_gpu(name: str, dtype: torch.dtype,
+                                        channels_last: bool) -> None:
+    """wgrad through convdoctor's wgrad Triton kernel computes PyTorch's weight gradient, with no
+    silent fallback."""
+    pytest.importorskip("triton")
+    _routed_case(TRITON_WG_CASES[name](), dtype, channels_last, _triton_wg_route,
+                 {"fprop": "torch:default", "dgrad": "torch:default", "wgrad": "triton:wg_"})
+
+
 IM2COL_CASES = {
     "groups": lambda: nn.Conv2d(6, 9, 3, groups=3, padding=1),
     "groups_strided": lambda: nn.Conv2d(6, 4, 3, groups=2, stride=2, padding=(1, 0),

@@ -407,6 +407,33 @@ def test_triton_depthwise_candidates_are_listed_correct_and_timed(backend, text:
 
 
 @pytest.mark.parametrize("text", [
+    "wgrad n=8 c=32 h=37 w=37 k=32 r=3 s=3 dtype=float32",
+    "wgrad n=4 c=3 h=64 w=64 k=64 r=7 s=7 stride=2 pad_pre=3 pad_post=2 dtype=float32 math=strict",
+    "wgrad n=4 c=64 h=28 w=28 k=64 r=3 s=3 pad=2 dil=2 dtype=float16 layout=nhwc",
+    "wgrad n=2 c=32 d=8 h=16 w=16 k=64 t=3 r=3 s=3 pad=1 dtype=float32",
+    "wgrad n=2 c=1 w=4000 k=32 s=64 stride=16 pad_pre=3 pad_post=5 dtype=bfloat16 layout=nhwc",
+])
+def test_triton_wgrad_candidates_are_listed_correct_and_timed(backend, text: str) -> None:
+    """The wgrad kernel's configurations are offered for ungrouped wgrad with a small weight, each
+    passes the float64 check with a poisoned output (TF32 only where allowed), and times; fprop,
+    dgrad and a grouped wgrad get none."""
+    pytest.importorskip("triton")
+    from convdoctor.tune.gpu import policy
+
+    p = P(text)
+    cands = [c for c in backend.torch_candidates(p) if c.key.startswith(policy.TRITON_WG_PREFIX)]
+    assert cands and len(cands) == len(policy.triton_wg_configs(p))
+    assert all(c.deterministic for c in cands)
+    for c in cands:
+        _runs_correct_and_times(backend, p, c, 3)
+    for other in (text.replace("wgrad", "fprop"), text.replace("wgrad", "dgrad"),
+                  text.replace("k=", "groups=2 k=") if " c=1 " not in text else None):
+        if other:
+            assert not any(c.key.startswith(policy.TRITON_WG_PREFIX)
+                           for c in backend.torch_candidates(P(other)))
+
+
+@pytest.mark.parametrize("text", [
     "dgrad n=4 c=64 w=49 k=64 s=16 pad=8 groups=4 dtype=float32",
     "fprop n=4 c=32 h=14 w=14 k=48 r=3 s=3 stride=2 pad_pre=0 pad_post=1 groups=4 dtype=float16 "
     "layout=nhwc",

@@ -51,10 +51,10 @@ def summary(report: Report) -> str:
         lines.append(f"jax:       jax_cuda{p['cuda_major']}_plugin {p['version']}")
     tr = _val(report, "triton")
     if tr.get("installed"):
-        lines.append(f"triton:    {tr.get('version') or '?'}  (convdoctor's own depthwise kernels: "
-                     "tuner candidates triton:dw_)")
+        lines.append(f"triton:    {tr.get('version') or '?'}  (convdoctor's own kernels: tuner "
+                     "candidates triton:dw_, triton:wg_)")
     elif t.get("installed") and t.get("cuda") and tr:
-        lines.append("triton:    not installed (convdoctor's own depthwise kernels are not offered)")
+        lines.append("triton:    not installed (convdoctor's own kernels are not offered)")
     copies = [c for c in _val(report, "libraries").get("copies", []) if not c.get("same_file_as")]
     if copies:
         lines.append("libraries (search order; * = version inferred from its directory):")

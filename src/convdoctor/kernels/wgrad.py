@@ -9,18 +9,22 @@ must be split along the reduction to fill the GPU.
     dw[k, c, t, r, s] = sum over (n, od, oh, ow) of
                         dy[n, k, od, oh, ow] * x[n, c, od*SD - PD + t*DD, oh*SH - PH + r*DH, ...]
 
-One program computes a [BLOCK_M output channels x BLOCK_N (c, t, r, s) columns] tile of dw over
-one contiguous chunk of the reduction, BLOCK_L positions at a time: it loads the dy tile
-[BLOCK_M x BLOCK_L] and gathers the input tile [BLOCK_L x BLOCK_N] (implicit im2col: padding is a
-masked load) and accumulates their product with `tl.dot` in fp32 (TF32 inputs only where the
-problem's math mode allows it; fp16/bf16 inputs as they are). The chunks' partial sums land in an
-fp32 buffer [SPLIT, K, C*T*R*S] that one `torch.sum` reduces in a fixed order (deterministic, no
-atomics); with one chunk the program writes dw directly. Tensors are addressed by their strides
-(NCHW or channels-last). 1D and 2D problems are 3D ones with unit leading spatial dimensions.
+A program owns one kernel tap (t, r, s) - or, in the "r" configurations, one tap row (t, r), its
+columns then being (c, s) pairs - and computes a [BLOCK_M output channels x BLOCK_N columns] tile
+of dw over one contiguous chunk of the reduction, BLOCK_L positions at a time: it loads the dy tile
+[BLOCK_M x BLOCK_L] and gathers the input tile (implicit im2col: an address is a column part plus a
+position part; padding is a masked load whose test depends on the position, in "r" also on s) and
+accumulates their product with `tl.dot` in fp32 (TF32 inputs only where the problem's math mode
+allows it; fp16/bf16 inputs as they are). The chunks' partial sums land in an fp32 buffer
+[SPLIT, K, C*T*R*S] that one `torch.sum` reduces in a fixed order (deterministic, no atomics); with
+one chunk the program writes dw directly. Tensors are addressed by their strides (NCHW or
+channels-last; the input tile's lanes run along positions or along columns, whichever is
+contiguous). 1D and 2D problems are 3D ones with unit leading spatial dimensions.
 
-Configurations (`configs_for`): tile shape, warps and pipeline stages, "m<BM>n<BN>l<BL>w<W>s<S>".
-Candidate keys are "triton:wg_<config>" (`PREFIX`). The split is derived from the device's SM
-count (`split_for`): enough programs for `WAVES` per SM, at least `MIN_STEPS` BLOCK_L steps each.
+Configurations (`configs_for`): tile shape, warps, pipeline stages, tap rows, programs per SM,
+"m<BM>n<BN>l<BL>w<W>s<S>[r][v<V>]". Candidate keys are "triton:wg_<config>" (`PREFIX`). The split
+comes from the device's SM count (`split_for`): V (default `WAVES`) programs per SM, at least
+`MIN_STEPS` BLOCK_L steps each.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 PREFIX = "triton:wg_"
-_CFG_RE = re.compile(r"^m(\d+)n(\d+)l(\d+)w(\d+)s(\d+)(r?)$")
+_CFG_RE = re.compile(r"^m(\d+)n(\d+)l(\d+)w(\d+)s(\d+)(r?)(?:v(\d+))?$")
 # programs per SM the split aims for, and the fewest BLOCK_L steps a program takes
 WAVES = 4
 MIN_STEPS = 4
@@ -41,10 +45,13 @@ MAX_GRID_Y = 65535
 # Offered for weights of at most this many elements (K x C x kernel): the kernel exists for
 # small weight gradients over long reductions; larger ones are cuDNN's ground.
 MAX_WEIGHT = 1 << 18
-# Configurations offered (`configs_for` picks by K). Chosen on the H100 (scripts/gpu/wg_probe.py).
-CONFIGS_SMALL_K = ("m32n64l64w4s3", "m32n128l32w4s3", "m16n64l64w4s3", "m32n32l128w4s3")
-CONFIGS_LARGE_K = ("m64n64l64w4s3", "m64n128l32w8s3", "m128n64l32w8s3", "m64n64l32w4s4")
-
+# Configurations offered (`configs_for` picks by K): the fastest of a sweep of 13 on 16 fp32
+# NCHW suite layers (H100, session 28, scripts/gpu/wg_probe.py): tap-row programs ("r") won 11 of
+# them; 2 programs per SM ("v2") beat 4 on 5 of 16 (ResNet-50 layer1.0.conv2: 111 vs 135 us).
+CONFIGS_SMALL_K = ("m32n64l64w4s3r", "m32n32l128w4s3r", "m16n16l128w4s3r", "m32n64l64w4s3rv2",
+                   "m32n64l64w4s3")
+CONFIGS_LARGE_K = ("m64n128l32w8s3r", "m64n64l64w4s3r", "m64n32l128w4s3", "m128n64l32w8s3",
+                   "m64n128l32w8s3rv2", "m64n64l64w4s3rv2")
 
 @dataclass(frozen=True)
 class Config:
@@ -55,11 +62,13 @@ class Config:
     stages: int
     # a program per tap row (t, r) whose columns are (c, s) pairs, instead of one per tap
     row: bool = False
+    # programs per SM the reduction's split aims for
+    waves: int = WAVES
 
     @property
     def name(self) -> str:
         return (f"m{self.block_m}n{self.block_n}l{self.block_l}w{self.warps}s{self.stages}"
-                + ("r" if self.row else ""))
+                + ("r" if self.row else "") + (f"v{self.waves}" if self.waves != WAVES else ""))
 
 
 @functools.lru_cache(maxsize=256)
@@ -76,7 +85,10 @@ def parse_config(name: str) -> Config:
         raise ValueError(f"{name!r}: tile sizes must be 16 to 256 (tl.dot's shapes)")
     if not 1 <= w <= 16 or not 1 <= s <= 6:
         raise ValueError(f"{name!r}: 1-16 warps and 1-6 stages")
-    return Config(bm, bn, bl, w, s, row=m.group(6) == "r")
+    v = int(m.group(7)) if m.group(7) else WAVES
+    if not 1 <= v <= 64:
+        raise ValueError(f"{name!r}: 1-64 programs per SM (v)")
+    return Config(bm, bn, bl, w, s, row=m.group(6) == "r", waves=v)
 
 
 def tiles_of(k: int, c: int, kernel: Sequence[int], cfg: Config) -> int:
@@ -119,11 +131,12 @@ def configs_for(k: int) -> tuple[str, ...]:
     return CONFIGS_SMALL_K if k <= 32 else CONFIGS_LARGE_K
 
 
-def split_for(tiles: int, positions: int, block_l: int, sms: int) -> tuple[int, int]:
+def split_for(tiles: int, positions: int, block_l: int, sms: int,
+              waves: int = WAVES) -> tuple[int, int]:
     """(split, chunk): how many programs share the reduction of each tile, and the positions each
-    takes (a multiple of block_l). Aims at WAVES programs per SM, at least MIN_STEPS steps each."""
+    takes (a multiple of block_l). Aims at `waves` programs per SM, at least MIN_STEPS steps each."""
     steps = -(-positions // block_l)
-    want = max(1, -(-WAVES * sms // max(tiles, 1)))
+    want = max(1, -(-waves * sms // max(tiles, 1)))
     split = max(1, min(want, steps // MIN_STEPS, MAX_GRID_Y))
     chunk = -(-steps // split) * block_l
     return -(-positions // chunk), chunk
@@ -164,10 +177,7 @@ def _kernel() -> Any:
         # then being (c, s) pairs - so the input tile's address is a column part plus a position
         # part, and its bounds test depends on the position alone (ROW: and on s for the width).
         P: tl.constexpr = OD * OH * OW
-        if ROW:
-            NCOL: tl.constexpr = C * KS
-        else:
-            NCOL: tl.constexpr = C
+        NCOL: tl.constexpr = C * KS if ROW else C
         tiles_n: tl.constexpr = (NCOL + BLOCK_N - 1) // BLOCK_N
         tiles_m: tl.constexpr = (K + BLOCK_M - 1) // BLOCK_M
         pid_tile = tl.program_id(0)
@@ -283,7 +293,7 @@ def workspace_bytes(k: int, c: int, kernel: Sequence[int], positions: int, confi
     """Bytes of the fp32 partial-sum buffer a launch allocates (0 with one chunk)."""
     cfg = parse_config(config)
     ncol = c * math.prod(int(v) for v in kernel)
-    split, _ = split_for(tiles_of(k, c, kernel, cfg), positions, cfg.block_l, sms)
+    split, _ = split_for(tiles_of(k, c, kernel, cfg), positions, cfg.block_l, sms, cfg.waves)
     return 0 if split == 1 else split * k * ncol * 4
 
 
@@ -317,7 +327,7 @@ def run(x: Any, dy: Any, dw: Any, *, stride: Sequence[int], pad_pre: Sequence[in
     positions = n * od * oh * ow
     ncol = c * kt * kr * ks
     tiles = tiles_of(k, c, (kt, kr, ks), cfg)
-    split, chunk = split_for(tiles, positions, cfg.block_l, sms or _sm_count(x))
+    split, chunk = split_for(tiles, positions, cfg.block_l, sms or _sm_count(x), cfg.waves)
     if wide is None:
         wide = max(_span((n, c, d, h, w), xs), _span((n, k, od, oh, ow), ys),
                    positions + chunk) >= 2**31

@@ -583,6 +583,8 @@ DUAL_PENALTY_S = 8e-6
 
 
 TRITON_PREFIX = "triton:dw_"  # = convdoctor.tune.gpu.policy.TRITON_PREFIX
+TRITON_WG_PREFIX = "triton:wg_"  # = convdoctor.tune.gpu.policy.TRITON_WG_PREFIX
+TRITON_PREFIXES = (TRITON_PREFIX, TRITON_WG_PREFIX)
 # Host cost of a `triton:dw_` route per call outside a CUDA graph: Triton's Python launcher plus the
 # executor's checks and output allocation. Measured on the H100 host (session 26,
 # scripts/gpu/triton_launch_cost.py, Triton 3.6.0, back-to-back eager calls of a tiny depthwise
@@ -600,7 +602,7 @@ def _is_plan(key: str) -> bool:
 def _not_for_transposed(key: str) -> bool:
     """Runs ordinary (not transposed) convolutions only: a plan, a Triton kernel, or the matrix-
     product routes (`torch:gemm`, `torch:im2col`, whose executors raise for a transposed one)."""
-    return _is_plan(key) or key.startswith(TRITON_PREFIX) or key in ("torch:gemm",
+    return _is_plan(key) or key.startswith(TRITON_PREFIXES) or key in ("torch:gemm",
                                                                      "torch:im2col")
 
 
@@ -621,7 +623,7 @@ def _ranked_keys(result: Any, transposed: bool, plan_penalty_s: float = PLAN_PEN
         pen = plan_penalty_s if _is_plan(key) else 0.0
         if pen and key.startswith(DUAL_PREFIX):
             pen += DUAL_PENALTY_S  # the weight's gather is issued by the host on every call
-        if plan_penalty_s and key.startswith(TRITON_PREFIX):
+        if plan_penalty_s and key.startswith(TRITON_PREFIXES):
             pen = TRITON_PENALTY_S
         t = getattr(s, "rank_s", None)
         return ((s.median_s if t is None else t) + pen,
@@ -665,13 +667,14 @@ def _executors(keys: list[str], problem: Any, dev: str, notes: list[str]) -> lis
             except Exception as exc:  # noqa: BLE001 - a plan that does not build is skipped
                 notes.append(f"{key} for {problem.short()} not used: {type(exc).__name__}: {exc}")
             continue
-        if key.startswith(TRITON_PREFIX):
+        if key.startswith(TRITON_PREFIXES):
             if dev != "cuda":
                 continue
             try:
-                from .triton_exec import TritonDwExec
+                from .triton_exec import TritonDwExec, TritonWgExec
 
-                out.append(TritonDwExec.build(key, problem))
+                tcls: Any = TritonWgExec if key.startswith(TRITON_WG_PREFIX) else TritonDwExec
+                out.append(tcls.build(key, problem))
             except Exception as exc:  # noqa: BLE001 - no Triton here, or not this problem
                 notes.append(f"{key} for {problem.short()} not used: {type(exc).__name__}: {exc}")
             continue

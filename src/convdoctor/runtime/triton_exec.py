@@ -1,4 +1,6 @@
-"""`triton:dw_<config>` at run time: a depthwise convolution by convdoctor's Triton kernel.
+"""`triton:dw_<config>` at run time: a depthwise convolution by convdoctor's Triton kernel
+(`TritonDwExec`); `triton:wg_<config>`: an ungrouped weight gradient by its wgrad kernel
+(`TritonWgExec`, at the end).
 
 The tuner offers the kernel (`convdoctor.kernels.depthwise`) for depthwise fprop and dgrad and keeps
 it only where it measured faster than every cuDNN and PyTorch path and matched the float64
@@ -15,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ..kernels import depthwise
+from ..kernels import depthwise, wgrad
 from .execs import ConvArgs
 
 
@@ -89,3 +91,63 @@ class TritonDwExec:
 
     def __repr__(self) -> str:
         return f"TritonDwExec({self.key!r})"
+
+
+class TritonWgExec:
+    """`triton:wg_<config>` at run time: the weight gradient of an ungrouped convolution by
+    convdoctor's split-reduction Triton kernel (`convdoctor.kernels.wgrad`). Built for the wgrad
+    problem it was tuned on: it computes dw (and the bias gradient) only; asked for dx or a
+    forward call it raises, and the route falls back (`runtime.fallback`). fp32 accumulation, TF32
+    products only where the tuned problem's math mode allowed them."""
+
+    kind = "triton"
+
+    def __init__(self, key: str, problem: Any) -> None:
+        config = wgrad.config_of(key)
+        if config is None:
+            raise ValueError(f"{key} is not a wgrad kernel key")
+        wgrad.parse_config(config)
+        why = wgrad.eligible(problem.direction, problem.ndim, problem.c, problem.k,
+                             problem.groups, problem.kernel, problem.dtype) or wgrad.unavailable()
+        if why:
+            raise ValueError(f"{key}: {why}")
+        self.key = key
+        self.config = config
+        self.problem = problem
+        self.direction = problem.direction
+        self.tf32 = problem.math == "tf32"
+        self._bias_dims = [0, *range(2, 2 + problem.ndim)]
+
+    @classmethod
+    def build(cls, key: str, problem: Any) -> TritonWgExec:
+        return cls(key, problem)
+
+    def is_noop(self) -> bool:
+        return False
+
+    def fprop(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
+              a: ConvArgs) -> torch.Tensor:
+        raise RuntimeError(f"{self.key} computes weight gradients only, not fprop")
+
+    def backward(self, gy: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
+                 bias_sizes: list[int] | None, a: ConvArgs, mask: tuple[bool, bool, bool]
+                 ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+        if mask[0] or self.direction != "wgrad":
+            raise RuntimeError(f"{self.key} was tuned for {self.direction}; it computes dw only")
+        if a.transposed or a.groups != 1 or x.dtype != gy.dtype or x.dtype != w.dtype:
+            raise RuntimeError(f"{self.key}: not an ungrouped convolution of one dtype")
+        gw = gb = None
+        if mask[1]:
+            gw = torch.empty(w.shape, dtype=w.dtype, device=w.device,
+                             memory_format=depthwise.format_of(w))
+            wgrad.run(_dense(x), _dense(gy), gw, stride=a.stride, pad_pre=a.padding,
+                      dilation=a.dilation, config=self.config, tf32=self.tf32)
+        if mask[2]:
+            gb = gy.sum(dim=self._bias_dims)
+        return None, gw, gb
+
+    def describe(self) -> str:
+        return f"{self.key} (convdoctor's wgrad Triton kernel)"
+
+    def __repr__(self) -> str:
+        return f"TritonWgExec({self.key!r})"

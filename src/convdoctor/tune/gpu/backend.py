@@ -18,7 +18,10 @@ Candidates for a problem:
   the math mode allows, fp16/bf16 reductions in fp32;
 - `triton:dw_<config>`: a depthwise fprop or dgrad (1D/2D) by convdoctor's own Triton kernel
   (`convdoctor.kernels.depthwise`), one key per tile configuration, fp32 accumulation, no TF32;
-  offered where Triton imports (`CONVDOCTOR_TRITON=0` turns it off).
+- `triton:wg_<config>`: an ungrouped wgrad (1D/2D/3D, weight of at most 2^18 elements) by
+  convdoctor's split-reduction implicit-GEMM Triton kernel (`convdoctor.kernels.wgrad`), one key per
+  configuration, fp32 accumulation, TF32 products only where the math mode allows them;
+  both offered where Triton imports (`CONVDOCTOR_TRITON=0` turns them off).
 
 Runners: fprop via torch.nn.functional.conv{1,2,3}d, dgrad via aten.convolution_backward with
 output_mask (True, False, False), wgrad with (False, True, False); cuDNN plans via `ConvPlan`.
@@ -484,6 +487,44 @@ class TritonDwRunner(_Runner):
                              pad_pre=p.pad_pre, dilation=p.dilation, config=self.config)
 
 
+class TritonWgRunner(_Runner):
+    """`triton:wg_<config>`: the wgrad kernel writing into the problem's dw buffer (its fp32
+    partial sums, when the reduction is split, are allocated per call and timed with it)."""
+
+    def __init__(self, backend: CudaBackend, problem: ConvProblem, candidate: Candidate) -> None:
+        import torch
+
+        from ...kernels import wgrad
+
+        why = wgrad.unavailable() or wgrad.eligible(
+            problem.direction, problem.ndim, problem.c, problem.k, problem.groups, problem.kernel,
+            problem.dtype)
+        if why:
+            raise CandidateUnsupported(f"{candidate.key}: {why}")
+        self.config = wgrad.config_of(candidate.key) or ""
+        try:
+            wgrad.parse_config(self.config)
+        except ValueError as exc:
+            raise CandidateUnsupported(f"{candidate.key}: {exc}") from None
+        self.tf32 = problem.math == "tf32"
+        super().__init__(backend, problem, candidate)
+        try:
+            self.run()  # compiles the kernel (Triton JIT) before any timing or graph capture
+            torch.cuda.synchronize(backend.device)
+        except Exception as exc:  # noqa: BLE001 - a kernel that does not compile or launch
+            self.close()
+            raise CandidateUnsupported(
+                f"{candidate.key} failed: {type(exc).__name__}: "
+                f"{' '.join(str(exc).split())[:300]}") from None
+
+    def run(self) -> Any:
+        from ...kernels import wgrad
+
+        p = self.problem
+        return wgrad.run(self.a, self.b, self.out, stride=p.stride, pad_pre=p.pad_pre,
+                         dilation=p.dilation, config=self.config, tf32=self.tf32)
+
+
 def triton_enabled() -> bool:
     """`CONVDOCTOR_TRITON=0` keeps convdoctor's Triton kernels out of the candidates."""
     import os
@@ -746,6 +787,19 @@ class CudaBackend:
                 out += [Candidate(policy.TRITON_PREFIX + c, "cuda", 0, True,
                                   ("depthwise direct kernel (Triton, convdoctor.kernels."
                                    "depthwise), fp32 accumulation",)) for c in configs]
+            from ...kernels import wgrad
+
+            configs = policy.triton_wg_configs(problem)
+            if configs and wgrad.unavailable() is None:
+                sms = int(self.environment()["sm_count"])
+                positions = problem.n * math.prod(problem.out_spatial())
+                # fixed-order fp32 sums per chunk, then one torch.sum over the chunks: the same
+                # bits run to run
+                out += [Candidate(policy.TRITON_WG_PREFIX + c, "cuda",
+                                  wgrad.workspace_bytes(problem.k, problem.c, problem.kernel,
+                                                        positions, c, sms), True,
+                                  ("split-reduction implicit-GEMM wgrad (Triton, convdoctor."
+                                   "kernels.wgrad), fp32 accumulation",)) for c in configs]
         if not (problem.deterministic and problem.direction != "fprop"):
             out.append(Candidate("torch:cudnn-off", "cuda", 0, problem.direction == "fprop",
                                  ("PyTorch native CUDA kernels (cuDNN disabled)",) + asym))
@@ -963,6 +1017,8 @@ class CudaBackend:
                 return DualPlanRunner(self, problem, candidate)
             if candidate.key.startswith(policy.TRITON_PREFIX):
                 return TritonDwRunner(self, problem, candidate)
+            if candidate.key.startswith(policy.TRITON_WG_PREFIX):
+                return TritonWgRunner(self, problem, candidate)
             if candidate.key == "torch:heuristic" and self.isolate_heuristic:
                 return self._heuristic_child().prepare(problem, candidate)
             runner: Any = (GemmRunner if candidate.key in policy.GEMM_KEYS else

@@ -42,6 +42,10 @@ PLAN_PREFIXES = (CUDNN_PREFIX, DUAL_PREFIX)
 # "triton:dw_<config>": a depthwise fprop or dgrad by convdoctor's own Triton kernel
 # (`convdoctor.kernels.depthwise`), one key per tile configuration
 TRITON_PREFIX = "triton:dw_"
+# "triton:wg_<config>": an ungrouped wgrad by convdoctor's split-reduction Triton kernel
+# (`convdoctor.kernels.wgrad`), one key per configuration
+TRITON_WG_PREFIX = "triton:wg_"
+TRITON_PREFIXES = (TRITON_PREFIX, TRITON_WG_PREFIX)
 # "twin:<key>": candidate <key> run in the torch:heuristic child process, so the bench referee can
 # compare a choice with PyTorch's heuristic path inside one process (never a tuning candidate)
 TWIN_PREFIX = "twin:"
@@ -67,6 +71,17 @@ def triton_dw_configs(problem: ConvProblem) -> tuple[str, ...]:
     if problem.direction == "dgrad" and any(s > 1 for s in problem.stride):
         coarse = math.prod(-(-n // s) for n, s in zip(problem.spatial, problem.stride, strict=True))
     return depthwise.configs_for(problem.layout, math.prod(plane), coarse)
+
+
+def triton_wg_configs(problem: ConvProblem) -> tuple[str, ...]:
+    """The wgrad kernel's configurations offered for `problem` (none when it is not an ungrouped
+    wgrad with a weight of at most `wgrad.MAX_WEIGHT` elements in fp32, fp16 or bf16)."""
+    from ...kernels import wgrad
+
+    if wgrad.eligible(problem.direction, problem.ndim, problem.c, problem.k, problem.groups,
+                      problem.kernel, problem.dtype) is not None:
+        return ()
+    return wgrad.configs_for(problem.k)
 
 
 # `torch:im2col` allocates its patch matrix per call: larger ones are not offered
