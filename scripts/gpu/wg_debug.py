@@ -1,8 +1,10 @@
 """One wgrad kernel configuration on one suite problem, in this process (wg_probe's crash hunt).
     python scripts/gpu/wg_debug.py NAME CONFIG [WAVES]   -> prints rel. error and time, or crashes"""
+import math
 import sys
 
 import torch
+import triton.testing as tt
 
 from convdoctor.kernels import wgrad as wg
 from convdoctor.tune.suites import load_suite
@@ -19,7 +21,6 @@ sms = torch.cuda.get_device_properties(0).multi_processor_count
 cf = wg.parse_config(cfg)
 ncol = p.c * p.kernel[0] * (p.kernel[1] if p.ndim > 1 else 1) * (p.kernel[2] if p.ndim > 2 else 1)
 tiles = -(-p.k // cf.block_m) * -(-ncol // cf.block_n)
-import math
 L = p.n * math.prod(p.out_spatial())
 print(p.key(), "tiles", tiles, "split/chunk", wg.split_for(tiles, L, cf.block_l, sms), "L", L, flush=True)
 wg.run(x, dy, dw, stride=p.stride, pad_pre=p.pad_pre, dilation=p.dilation, config=cfg, tf32=True)
@@ -28,5 +29,4 @@ w = torch.randn(p.w_shape(), device="cuda", dtype=torch.float64)
 nd = p.ndim
 ref = torch.ops.aten.convolution_backward(dy.double(), x.double(), w, None, list(p.stride), list(p.pad_pre), list(p.dilation), False, [0] * nd, 1, [False, True, False])[1]
 print("rel_err", ((dw.double() - ref).norm() / ref.norm()).item(), flush=True)
-import triton.testing as tt
 print("us", tt.do_bench(lambda: wg.run(x, dy, dw, stride=p.stride, pad_pre=p.pad_pre, dilation=p.dilation, config=cfg, tf32=True), warmup=10, rep=50, return_mode="median") * 1e3)

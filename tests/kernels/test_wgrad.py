@@ -121,7 +121,7 @@ def test_kernel_matches_float64(interpreter, case: int, layout: str) -> None:
             got = wg.run(x, dy, out, stride=st, pad_pre=pp, dilation=dl, config=cfg, sms=sms)
             assert got is out   # every element written (the NaN poison is gone)
             torch.testing.assert_close(out.double(), ref, atol=1e-4, rtol=1e-4,
-                                       msg=lambda m: f"{cfg} sms={sms}: {m}")
+                                       msg=lambda m, c=cfg, n=sms: f"{c} sms={n}: {m}")
 
 
 @pytest.mark.parametrize("xt", [False, True])
