@@ -455,7 +455,7 @@ def _triton_wg_route(m: nn.Module, x: torch.Tensor) -> S.Site:
 
 TRITON_WG_CASES = {
     "bias": lambda: nn.Conv2d(6, 8, 3, padding=1),
-    "strided_7x7": lambda: nn.Conv2d(3, 16, 7, stride=2, padding=3, bias=False),
+    "strided_7x7": lambda: nn.Conv2d(6, 16, 7, stride=2, padding=3, bias=False),
     "same_even": lambda: nn.Conv2d(6, 4, 4, padding="same"),   # asymmetric
     "dilated_reflect": lambda: nn.Conv2d(6, 6, 3, dilation=2, padding=2, padding_mode="reflect"),
     "conv1d": lambda: nn.Conv1d(6, 6, 5, padding=2),
