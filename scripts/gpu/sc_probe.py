@@ -1,0 +1,173 @@
+# ruff: noqa: B023 - the lambdas run inside the iteration that made them
+"""Is convdoctor's small-C dgrad Triton kernel (`convdoctor.kernels.smallc`) worth a candidate?
+
+For the "cnn-layers" suite's dgrad problems in fp32 NCHW that the kernel runs (ungrouped, C <= 4):
+times PyTorch's default path (cuDNN heuristics, TF32 allowed, benchmark off), PyTorch with cuDNN
+off and a sweep of kernel configurations (masked gather and, at a stride, sub-pixel "s"), all with
+`triton.testing.do_bench` (L2 cleared before each call, median), each checked against a float64
+reference (norm-wise relative error), beside session 27's tuned time where its results are here.
+Each problem runs in a child process (a kernel fault costs that problem only).
+    python scripts/gpu/sc_probe.py [NAME ...]   ->  $OUT/sc_probe.json, one line per problem
+NAME is an entry name ("enc1") or "group:name" ("resnet50:conv1"); none: every eligible row.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+
+S27 = "docs/results/s27/bench_fp32-nchw_dgrad_full_3referees.json"
+SWEEP = ("k4p256w4", "k8p128w4", "k8p256w4", "k16p128w4", "k16p256w8", "k32p128w4",
+         "k32p128w8", "k4p512w4", "k8p512w8", "k16p512w8")
+
+
+def _entries(names: list[str]) -> list:
+    from convdoctor.kernels import smallc as sc
+    from convdoctor.tune.suites import load_suite
+
+    out = []
+    for e in load_suite("cnn-layers").entries:
+        p = e.problem(direction="dgrad")
+        if p.dtype != "float32" or p.layout != "nchw":
+            continue
+        if sc.eligible("dgrad", p.ndim, p.c, p.k, p.groups, p.dtype, n=p.n) is not None:
+            continue
+        if not names or e.name in names or f"{e.group}:{e.name}" in names:
+            out.append(e)
+    return out
+
+
+def configs(k: int, strided: bool) -> list[str]:
+    p2 = 1
+    while p2 < k:
+        p2 *= 2
+    base = [c for c in SWEEP if int(c[1:c.index("p")]) <= max(p2, 4)]
+    return base + ([c + "s" for c in base] if strided else [])
+
+
+def one(name: str) -> dict:
+    import torch
+    import triton.testing as tt
+
+    from convdoctor.kernels import smallc as sc
+
+    e = _entries([name])[0]
+    p = e.problem(direction="dgrad")
+    row: dict = {"group": e.group, "name": e.name, "problem": p.key()}
+    try:
+        s27 = {(r["group"], r["name"]): r for r in json.load(open(S27))["rows"]}
+        r = s27[(e.group, e.name)]
+        row["s27_heuristic_us"], row["s27_tuned_us"] = r["heuristic_s"] * 1e6, r["tuned_s"] * 1e6
+    except (OSError, KeyError, ValueError):
+        pass
+    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cudnn.benchmark = False
+    nd = p.ndim
+    g = torch.Generator(device="cuda").manual_seed(0)
+    dy = torch.randn(p.y_shape(), device="cuda", generator=g)
+    w = torch.randn(p.w_shape(), device="cuda", generator=g)
+    x_shape = tuple(p.x_shape())
+    # asymmetric padding: PyTorch pads the input, so its dgrad is the padded input's, sliced
+    padded = tuple(x_shape[:2]) + tuple(x_shape[2 + i] + p.pad_pre[i] + p.pad_post[i]
+                                        for i in range(nd))
+    xp = torch.empty(padded if not p.symmetric_padding else x_shape, device="cuda")
+    pads = list(p.pad_pre) if p.symmetric_padding else [0] * nd
+    sl = (slice(None), slice(None)) + (
+        tuple(slice(None) for _ in range(nd)) if p.symmetric_padding
+        else tuple(slice(p.pad_pre[i], p.pad_pre[i] + x_shape[2 + i]) for i in range(nd)))
+
+    def base(dd=dy, xx=xp, ww=w):
+        return torch.ops.aten.convolution_backward(dd, xx, ww, None, list(p.stride), pads,
+                                                   list(p.dilation), False, [0] * nd, 1,
+                                                   [True, False, False])[0]
+
+    ref = base(dy.double(), xp.double(), w.double())[sl]
+    bench = lambda f: tt.do_bench(f, warmup=10, rep=40, return_mode="median") * 1e3  # noqa: E731
+    row["torch_heuristic_us"] = bench(base)
+    row["torch_heuristic_rel_err"] = ((base()[sl].double() - ref).norm() / ref.norm()).item()
+    with torch.backends.cudnn.flags(enabled=False):
+        row["torch_cudnn_off_us"] = bench(base)
+    dx = torch.empty(x_shape, device="cuda")
+    row["bytes"] = (dy.numel() + dx.numel() + w.numel()) * 4
+    strided = any(int(s) > 1 for s in p.stride)
+    cfgs = {}
+    for cfg in configs(p.k, strided):
+        kw = dict(stride=p.stride, pad_pre=p.pad_pre, dilation=p.dilation, config=cfg)
+        try:
+            dx.fill_(float("nan"))
+            t1 = time.time()
+            sc.run(dy, w, dx, **kw)
+            torch.cuda.synchronize()
+            first = time.time() - t1
+            err = ((dx.double() - ref).norm() / ref.norm()).item()
+            us = bench(lambda: sc.run(dy, w, dx, **kw))
+            cfgs[cfg] = {"us": us, "rel_err": err, "first_call_s": first}
+        except Exception as exc:  # noqa: BLE001
+            cfgs[cfg] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            if "illegal" in str(exc) or "CUDA" in str(exc):
+                break
+    row["triton"] = cfgs
+    ok = {k: v for k, v in cfgs.items() if "us" in v}
+    if ok:
+        bestc = min(ok, key=lambda k: ok[k]["us"])
+        row["best_config"], row["triton_best_us"] = bestc, ok[bestc]["us"]
+        row["triton_best_tbps"] = row["bytes"] / (ok[bestc]["us"] * 1e-6) / 1e12
+        offered = [c for c in sc.configs_for(p.k, strided) if c in ok]
+        if offered:
+            bo = min(offered, key=lambda k: ok[k]["us"])
+            row["best_offered_config"], row["triton_best_offered_us"] = bo, ok[bo]["us"]
+    return row
+
+
+def main() -> int:
+    if len(sys.argv) > 2 and sys.argv[1] == "--one":
+        try:
+            print("ROW " + json.dumps(one(sys.argv[2])), flush=True)
+        except Exception:  # noqa: BLE001
+            print("ROW " + json.dumps({"name": sys.argv[2], "error": traceback.format_exc()[-1500:]}))
+        return 0
+    out = os.environ.get("OUT", ".")
+    deadline = time.time() + float(os.environ.get("AREA_LEFT", "1e9")) - 10
+    per = float(os.environ.get("SC_PROBE_TIMEOUT", "240"))
+    names = sys.argv[1:] or [f"{e.group}:{e.name}" for e in _entries([])]
+    rows = []
+    for name in names:
+        left = deadline - time.time()
+        if left < 20:
+            print("deadline: stopping before", name, flush=True)
+            break
+        try:
+            cp = subprocess.run([sys.executable, __file__, "--one", name], capture_output=True,
+                                text=True, timeout=min(left, per))
+            line = next((ln for ln in cp.stdout.splitlines() if ln.startswith("ROW ")), None)
+            row = json.loads(line[4:]) if line else {"name": name, "error": cp.stderr[-1500:],
+                                                       "rc": cp.returncode}
+        except subprocess.TimeoutExpired:
+            row = {"name": name, "error": "timeout"}
+        rows.append(row)
+        if "triton_best_us" in row:
+            fails = [k for k, v in row["triton"].items() if "us" not in v]
+            s27 = row.get("s27_tuned_us")
+            print(f"{row['group'] + ':' + row['name']:36s} "
+                  f"s27 tuned {s27 if s27 is None else round(s27, 1)} | "
+                  f"heur {row['torch_heuristic_us']:7.1f} off {row['torch_cudnn_off_us']:8.1f} | "
+                  f"triton {row['triton_best_us']:7.1f} {row['best_config']} "
+                  f"({row['triton_best_tbps']:.2f} TB/s) offered "
+                  f"{row.get('best_offered_config')} {row.get('triton_best_offered_us', 0):.1f} "
+                  f"err {max(v.get('rel_err', 0) for v in row['triton'].values()):.1e} "
+                  f"fails {fails}", flush=True)
+            print("   " + " ".join(f"{k}:{v['us']:.0f}" for k, v in row["triton"].items()
+                                   if "us" in v), flush=True)
+        else:
+            print(f"{name}: ERROR {str(row.get('error'))[-400:]}", flush=True)
+        with open(os.path.join(out, "sc_probe.json"), "w") as f:
+            json.dump({"rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
