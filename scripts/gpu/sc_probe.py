@@ -9,6 +9,7 @@ reference (norm-wise relative error), beside session 27's tuned time where its r
 Each problem runs in a child process (a kernel fault costs that problem only).
     python scripts/gpu/sc_probe.py [NAME ...]   ->  $OUT/sc_probe.json, one line per problem
 NAME is an entry name ("enc1") or "group:name" ("resnet50:conv1"); none: every eligible row.
+SC_CONFIGS="k4p512w4,k8p256w4" replaces the sweep (each also as "s" where strided).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ import time
 import traceback
 
 S27 = "docs/results/s27/bench_fp32-nchw_dgrad_full_3referees.json"
-SWEEP = ("k4p256w4", "k8p128w4", "k8p256w4", "k16p128w4", "k16p256w8", "k32p128w4",
-         "k32p128w8", "k4p512w4", "k8p512w8", "k16p512w8")
+SWEEP = ("k4p256w4", "k8p256w4", "k16p256w4", "k4p512w4", "k8p512w4", "k16p512w8", "k4p1024w4",
+         "k8p1024w4", "k4p1024w8", "k8p1024w8")
 
 
 def _entries(names: list[str]) -> list:
@@ -45,7 +46,8 @@ def configs(k: int, strided: bool) -> list[str]:
     p2 = 1
     while p2 < k:
         p2 *= 2
-    base = [c for c in SWEEP if int(c[1:c.index("p")]) <= max(p2, 4)]
+    sweep = os.environ.get("SC_CONFIGS", "").split(",") if os.environ.get("SC_CONFIGS") else SWEEP
+    base = [c for c in sweep if int(c[1:c.index("p")]) <= max(p2, 4) and not c.endswith("s")]
     return base + ([c + "s" for c in base] if strided else [])
 
 

@@ -46,7 +46,8 @@ def _input(module: nn.Module, dev: str, channels_last: bool, dtype: torch.dtype 
            ) -> torch.Tensor:
     nd = len(module.kernel_size)
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(2, 6, *([7] * nd), generator=g).to(device=dev, dtype=dtype)
+    x = torch.randn(2, getattr(module, "in_channels", 6), *([7] * nd),
+                    generator=g).to(device=dev, dtype=dtype)
     if channels_last and nd == 2:
         x = x.contiguous(memory_format=torch.channels_last)
     if channels_last and nd == 3:
@@ -473,6 +474,43 @@ def test_triton_wgrad_same_function_gpu(name: str, dtype: torch.dtype,
     pytest.importorskip("triton")
     _routed_case(TRITON_WG_CASES[name](), dtype, channels_last, _triton_wg_route,
                  {"fprop": "torch:default", "dgrad": "torch:default", "wgrad": "triton:wg_"})
+
+
+def _triton_sc_route(m: nn.Module, x: torch.Tensor) -> S.Site:
+    """Route `m`'s dgrad through the small-C Triton kernel (fprop, wgrad: PyTorch's path); its
+    last configuration (a sub-pixel one where strided)."""
+    from convdoctor.kernels import smallc
+    from convdoctor.runtime.execs import default_exec
+    from convdoctor.runtime.triton_exec import TritonScExec
+    from convdoctor.tune.gpu import policy
+
+    def executor(prob: Any) -> object:
+        cfgs = policy.triton_sc_configs(prob)
+        return TritonScExec(smallc.PREFIX + cfgs[-1], prob) if cfgs else default_exec()
+
+    return _route(m, x, executor)
+
+
+TRITON_SC_CASES = {
+    "bias_3x3": lambda: nn.Conv2d(3, 8, 3, padding=1),
+    "strided_7x7": lambda: nn.Conv2d(3, 16, 7, stride=2, padding=3, bias=False),
+    "one_channel_same_even": lambda: nn.Conv2d(1, 4, 4, padding="same"),   # asymmetric
+    "dilated_strided": lambda: nn.Conv2d(2, 6, 3, stride=(2, 1), dilation=2, padding=(2, 1)),
+    "conv1d_strided": lambda: nn.Conv1d(1, 6, 5, stride=3, padding=2),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(TRITON_SC_CASES))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "cl"])
+def test_triton_small_c_same_function_gpu(name: str, dtype: torch.dtype,
+                                          channels_last: bool) -> None:
+    """dgrad through convdoctor's small-C Triton kernel computes PyTorch's input gradient, with no
+    silent fallback."""
+    pytest.importorskip("triton")
+    _routed_case(TRITON_SC_CASES[name](), dtype, channels_last, _triton_sc_route,
+                 {"fprop": "torch:default", "dgrad": "triton:sc_", "wgrad": "torch:default"})
 
 
 IM2COL_CASES = {

@@ -435,6 +435,30 @@ def test_triton_wgrad_candidates_are_listed_correct_and_timed(backend, text: str
 
 
 @pytest.mark.parametrize("text", [
+    "dgrad n=2 c=1 d=16 h=16 w=16 k=32 t=3 r=3 s=3 pad=1 dtype=float32",
+    "dgrad n=4 c=3 h=64 w=64 k=64 r=7 s=7 stride=2 pad_pre=3 pad_post=2 dtype=float32",
+    "dgrad n=4 c=3 h=33 w=33 k=32 r=3 s=3 stride=2 dtype=float16 layout=nhwc",
+    "dgrad n=2 c=1 w=4000 k=32 s=64 stride=16 pad_pre=3 pad_post=5 dtype=bfloat16",
+])
+def test_triton_small_c_dgrad_candidates_are_listed_correct_and_timed(backend, text: str) -> None:
+    """The small-C dgrad kernel's configurations (sub-pixel ones too where strided) are offered
+    for ungrouped dgrad with at most 4 input channels, each passes the float64 check with a
+    poisoned output, and times; fprop, wgrad and a 5-channel dgrad get none."""
+    pytest.importorskip("triton")
+    from convdoctor.tune.gpu import policy
+
+    p = P(text)
+    cands = [c for c in backend.torch_candidates(p) if c.key.startswith(policy.TRITON_SC_PREFIX)]
+    assert cands and len(cands) == len(policy.triton_sc_configs(p))
+    for c in cands:
+        _runs_correct_and_times(backend, p, c, 3)
+    for other in (text.replace("dgrad", "fprop"), text.replace("dgrad", "wgrad"),
+                  text.replace(" c=1 ", " c=5 ").replace(" c=3 ", " c=5 ")):
+        assert not any(c.key.startswith(policy.TRITON_SC_PREFIX)
+                       for c in backend.torch_candidates(P(other)))
+
+
+@pytest.mark.parametrize("text", [
     "dgrad n=4 c=64 w=49 k=64 s=16 pad=8 groups=4 dtype=float32",
     "fprop n=4 c=32 h=14 w=14 k=48 r=3 s=3 stride=2 pad_pre=0 pad_post=1 groups=4 dtype=float16 "
     "layout=nhwc",

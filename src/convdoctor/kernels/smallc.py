@@ -15,23 +15,35 @@ dilation D*). A gather, not a scatter: no flipped weight, no atomics, any stride
 
 Design: one program computes dx for BLOCK_P input positions of one sample and every channel c (C
 is folded into the program, padded to a power of two: each dy element loaded serves all C
-products). It loops over K in blocks of BLOCK_K and, inside, over the kernel's rows (t, r) - a
-dynamic loop, fully unrolled by the compiler for small kernels (`UNROLL_TAPS`) - and its columns s
-(unrolled): it loads the dy tile [BLOCK_K, BLOCK_P] that the tap reaches (masked where the position
-falls outside dy or, at a stride, where the division is not exact) and the weight w[k, :, t, r, s]
-[BLOCK_K, BLOCK_C], and adds their product summed over k to the fp32 accumulator [BLOCK_C,
-BLOCK_P]. fp32 accumulation whatever the dtype (fp32 inputs are not rounded to TF32), fixed order
+products). It loops over K in blocks of BLOCK_K and, inside, over the kernel's rows (t, r) (a
+dynamic loop: compile time stays ~1 s even for DeepSpeech2's 41x11) and its columns s (unrolled):
+it loads the dy tile [BLOCK_K, BLOCK_P] that the tap reaches (masked where the position falls
+outside dy or, at a stride, where the division is not exact) and the weight slice [BLOCK_K,
+BLOCK_C], and adds their product summed over k to the fp32 accumulator [BLOCK_C, BLOCK_P]. fp32
+accumulation whatever the dtype (fp32 inputs are not rounded to TF32), fixed order
 (deterministic). Every size and stride is a compile-time constant; tensors are addressed by their
 strides (NCHW, channels-last or any other dense layout); offsets inside a sample are 32-bit unless
-WIDE. 1D and 2D problems are 3D ones with unit leading spatial dimensions (`wgrad._as3d`);
-`pad_post` only sets dy's size, so asymmetric padding is free.
+WIDE. Along a stride-1 dimension a tap's dy address is the position's own plus a scalar, so the
+loads are a loop-invariant pointer vector plus a per-row scalar plus immediate offsets. The weight
+is repacked per call (`pack_weight`: [taps, K padded to BLOCK_K, C padded to BLOCK_C], one small
+copy) so its loads need no mask. 1D and 2D problems are 3D ones with unit leading spatial
+dimensions (`wgrad._as3d`); `pad_post` only sets dy's size, so asymmetric padding is free.
 
 A strided dgrad masks (SD*SH*SW - 1) of every SD*SH*SW taps in that gather. The sub-pixel
 configurations (suffix "s", `_subpixel_kernel`, as in `depthwise`) walk coarse positions instead
 and, per output parity class, visit only the rows and columns that reach it.
 
 Configurations (`configs_for`): "k<BLOCK_K>p<BLOCK_P>w<warps>[s]", candidate keys
-"triton:sc_<config>" (`PREFIX`).
+"triton:sc_<config>" (`PREFIX`): `CONFIGS` (masked gather) at stride 1, `SUBPIXEL_CONFIGS` at a
+stride. Measured (H100, fp32 NCHW, scripts/gpu/sc_probe.py, best configuration vs PyTorch's
+cuDNN heuristic): Inception Conv2d_1a_3x3 139 vs 287 us and EfficientNet-B0's stem 215 vs 313 us
+(wins); VGG16 conv3-64@224 367 vs 281, UNet2D enc1a 132 vs 105, UNet3D enc1 330 vs 172, ResNet-50
+conv1 1189 vs 530, wav2vec2 conv0 257 vs 71, DeepSpeech2 conv1 2581 vs 1105 us (losses). The
+masked gather at a stride was 4-80x slower than the sub-pixel kernel (register spills on top of
+the masked taps), so strided problems get sub-pixel configurations only. Nsight Compute on UNet3D
+enc1 (k4p512w4): L1 hit rate 95%, L1 throughput 90% of peak, L2 8% - bound by L1 traffic for
+the repeated tap loads, not by DRAM; it counted ~15 sectors per global load request where 32
+consecutive fp32 lanes need 4-5 (not explained yet: the next thing to look at).
 """
 
 from __future__ import annotations
@@ -48,10 +60,9 @@ from .wgrad import _as3d
 PREFIX = "triton:sc_"
 MAX_C = 4
 MAX_GRID_Y = 65535
-# Kernels of at most this many taps get their row loop fully unrolled (the loop stays dynamic for
-# larger ones, e.g. DeepSpeech2's 41x11: compile time).
-UNROLL_TAPS = 64
-CONFIGS = ("k8p256w4", "k16p128w4", "k32p128w4", "k16p512w8", "k4p512w4")
+# the fastest of a 10-configuration sweep on the suite's 8 eligible rows (module docstring)
+CONFIGS = ("k4p1024w4", "k8p1024w4", "k4p512w4", "k8p512w4", "k4p1024w8")
+SUBPIXEL_CONFIGS = ("k8p256w4s", "k16p256w4s", "k8p512w4s", "k4p1024w4s", "k16p512w8s")
 _CFG_RE = re.compile(r"^k(\d+)p(\d+)w(\d+)(s?)$")
 _DTYPES = ("float32", "float16", "bfloat16")
 
@@ -97,14 +108,14 @@ def config_of(key: str) -> str | None:
 
 
 def configs_for(k: int, strided: bool = False) -> tuple[str, ...]:
-    """The configurations offered for a problem of `k` output channels: `CONFIGS` less those whose
-    K block is above K's power of two (all lanes of it would idle); a strided problem
-    (`strided`) also gets their sub-pixel variants."""
+    """The configurations offered for a problem of `k` output channels: `CONFIGS`, or for a
+    strided problem (`strided`) `SUBPIXEL_CONFIGS`, less those whose K block is above K's power
+    of two (most of its lanes would idle)."""
     p2 = 1
     while p2 < max(int(k), 1):
         p2 *= 2
-    base = tuple(c for c in CONFIGS if parse_config(c).block_k <= max(p2, 4))
-    return base + tuple(c + "s" for c in base) if strided else base
+    return tuple(c for c in (SUBPIXEL_CONFIGS if strided else CONFIGS)
+                 if parse_config(c).block_k <= max(p2, 4))
 
 
 def eligible(direction: str, ndim: int, c: int, k: int, groups: int, dtype: str = "float32",
@@ -146,78 +157,95 @@ def _kernel() -> Any:
                   W: tl.constexpr, OD: tl.constexpr, OH: tl.constexpr, OW: tl.constexpr,
                   y_n: tl.constexpr, y_k: tl.constexpr, y_d: tl.constexpr, y_h: tl.constexpr,
                   y_w: tl.constexpr, x_n: tl.constexpr, x_c: tl.constexpr, x_d: tl.constexpr,
-                  x_h: tl.constexpr, x_w: tl.constexpr, w_k: tl.constexpr, w_c: tl.constexpr,
-                  w_t: tl.constexpr, w_r: tl.constexpr, w_s: tl.constexpr,
+                  x_h: tl.constexpr, x_w: tl.constexpr,
                   T: tl.constexpr, R: tl.constexpr, S: tl.constexpr,
                   SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
                   PD: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
                   DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
                   BLOCK_C: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_P: tl.constexpr,
-                  UNROLL: tl.constexpr, WIDE: tl.constexpr):
-        # One program: BLOCK_P dx positions of sample n, all C channels. dy position of tap t
-        # along depth: od = (id + PD - t*DD) / SD, exact division only; shifted by SD*T*DD to
-        # stay non-negative before dividing (integer division truncates).
+                  WIDE: tl.constexpr):
+        # One program: BLOCK_P dx positions of sample n, all C channels. The dy position of tap
+        # t along depth is od = (id + PD - t*DD) / SD, exact division only (shifted by SD*T*DD
+        # to stay non-negative before dividing: integer division truncates). Along a stride-1
+        # dimension it is id + (PD - t*DD): the position's own offset plus a per-tap scalar, so
+        # a tap's addresses are a loop-invariant pointer vector plus a scalar (per row) plus a
+        # constant (per column and k).
+        # w: the packed weight (`pack_weight`): [taps, KP, BLOCK_C], contiguous, zero-padded.
+        KP: tl.constexpr = (K + BLOCK_K - 1) // BLOCK_K * BLOCK_K
+        EVEN_K: tl.constexpr = K % BLOCK_K == 0
+        FLAT_D: tl.constexpr = D == 1 and OD == 1 and T == 1 and PD == 0
         pid_p = tl.program_id(0)
         n = tl.program_id(1).to(tl.int64)
         offs_p = pid_p * BLOCK_P + tl.arange(0, BLOCK_P)
         pm = offs_p < D * H * W
-        if WIDE:  # a sample spans 2^31 elements or more: positions in 64 bits
+        offs_c = tl.arange(0, BLOCK_C)
+        kk = tl.arange(0, BLOCK_K)
+        if WIDE:  # a sample spans 2^31 elements or more: offsets in 64 bits
             offs_p = offs_p.to(tl.int64)
+            z = tl.full([], 0, tl.int64)
+            kk_y = kk.to(tl.int64) * y_k
+            c_x = offs_c.to(tl.int64) * x_c
+        else:
+            z = 0
+            kk_y = kk * y_k
+            c_x = offs_c * x_c
         i_d = offs_p // (H * W)
         i_h = (offs_p // W) % H
         i_w = offs_p % W
-        offs_c = tl.arange(0, BLOCK_C)
-        cm = offs_c < C
-        # a unit depth (1D and 2D problems) needs no depth test
-        FLAT_D: tl.constexpr = D == 1 and OD == 1 and T == 1 and PD == 0
-        dy_n = dy + n * y_n
+        kc = kk[:, None] * BLOCK_C + offs_c[None, :]  # a tap's weight slice (k, c)
+        base = i_w * 0
+        if SD == 1:
+            base += i_d * y_d
+        if SH == 1:
+            base += i_h * y_h
+        if SW == 1:
+            base += i_w * y_w
+        p0 = dy + n * y_n + base
         acc = tl.zeros((BLOCK_C, BLOCK_P), dtype=tl.float32)
         for k0 in range(0, K, BLOCK_K):
-            offs_k = k0 + tl.arange(0, BLOCK_K)
-            km = offs_k < K
-            if WIDE:
-                k_off = offs_k.to(tl.int64) * y_k
-            else:
-                k_off = offs_k * y_k
-            w_kc = w + offs_k[:, None] * w_k + offs_c[None, :] * w_c
-            wm = km[:, None] & cm[None, :]
-            for tr in tl.range(0, T * R, loop_unroll_factor=UNROLL):
-                t = tr // R
-                r = tr % R
+            km = (k0 + kk) < K
+            for tr in range(T * R):
+                t = (tr + z) // R
+                r = (tr + z) % R
+                p_row = p0 + ((k0 + z) * y_k)
+                ok = pm
                 if SD == 1:
-                    o_d = i_d + (PD - t * DD)
-                    ok = pm
+                    p_row += (PD - t * DD) * y_d
                     if not FLAT_D:
-                        ok = ok & (o_d >= 0) & (o_d < OD)
+                        ok = ok & (i_d >= t * DD - PD) & (i_d < OD - PD + t * DD)
                 else:
                     e_d = i_d + (PD + SD * T * DD - t * DD)
                     o_d = e_d // SD - T * DD
-                    ok = pm & (o_d >= 0) & (o_d < OD) & ((e_d % SD) == 0)
+                    ok = ok & (o_d >= 0) & (o_d < OD) & ((e_d % SD) == 0)
+                    p_row += o_d * y_d
                 if SH == 1:
-                    o_h = i_h + (PH - r * DH)
-                    ok = ok & (o_h >= 0) & (o_h < OH)
+                    p_row += (PH - r * DH) * y_h
+                    ok = ok & (i_h >= r * DH - PH) & (i_h < OH - PH + r * DH)
                 else:
                     e_h = i_h + (PH + SH * R * DH - r * DH)
                     o_h = e_h // SH - R * DH
                     ok = ok & (o_h >= 0) & (o_h < OH) & ((e_h % SH) == 0)
-                row = o_d * y_d + o_h * y_h
-                w_tr = w_kc + (t * w_t + r * w_r)
+                    p_row += o_h * y_h
+                w_row = w + (tr * (S * KP * BLOCK_C) + k0 * BLOCK_C)
                 for s in tl.static_range(S):
                     if SW == 1:
-                        o_w = i_w + (PW - s * DW)
-                        m = ok & (o_w >= 0) & (o_w < OW)
+                        p_col = p_row + (PW - s * DW) * y_w
+                        m = ok & (i_w >= s * DW - PW) & (i_w < OW - PW + s * DW)
                     else:
                         e_w = i_w + (PW + SW * S * DW - s * DW)
                         o_w = e_w // SW - S * DW
                         m = ok & (o_w >= 0) & (o_w < OW) & ((e_w % SW) == 0)
-                    v = tl.load(dy_n + (k_off[:, None] + (row + o_w * y_w)[None, :]),
-                                mask=km[:, None] & m[None, :], other=0.0)
-                    wv = tl.load(w_tr + s * w_s, mask=wm, other=0.0)
+                        p_col = p_row + o_w * y_w
+                    if EVEN_K:
+                        mk = m[None, :]
+                    else:
+                        mk = km[:, None] & m[None, :]
+                    v = tl.load(p_col[None, :] + kk_y[:, None], mask=mk, other=0.0)
+                    wv = tl.load(w_row + (s * KP * BLOCK_C) + kc)
                     acc += tl.sum(v.to(tl.float32)[:, None, :] * wv.to(tl.float32)[:, :, None],
                                   axis=0)
-        dptr = (dx + n * x_n + offs_c[:, None] * x_c
-                + (i_d * x_d + i_h * x_h + i_w * x_w)[None, :])
-        tl.store(dptr, acc.to(dx.dtype.element_ty), mask=cm[:, None] & pm[None, :])
+        dptr = dx + n * x_n + c_x[:, None] + (i_d * x_d + i_h * x_h + i_w * x_w)[None, :]
+        tl.store(dptr, acc.to(dx.dtype.element_ty), mask=(offs_c < C)[:, None] & pm[None, :])
 
     return sc_kernel
 
@@ -234,65 +262,75 @@ def _subpixel_kernel() -> Any:
                     JD: tl.constexpr, JH: tl.constexpr, JW: tl.constexpr,
                     y_n: tl.constexpr, y_k: tl.constexpr, y_d: tl.constexpr, y_h: tl.constexpr,
                     y_w: tl.constexpr, x_n: tl.constexpr, x_c: tl.constexpr, x_d: tl.constexpr,
-                    x_h: tl.constexpr, x_w: tl.constexpr, w_k: tl.constexpr, w_c: tl.constexpr,
-                    w_t: tl.constexpr, w_r: tl.constexpr, w_s: tl.constexpr,
+                    x_h: tl.constexpr, x_w: tl.constexpr,
                     T: tl.constexpr, R: tl.constexpr, S: tl.constexpr,
                     SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
                     PD: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
                     DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
                     BLOCK_C: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_P: tl.constexpr,
-                    UNROLL: tl.constexpr, WIDE: tl.constexpr):
+                    WIDE: tl.constexpr):
         # A coarse position (jd, jh, jw) stands for the dx positions (jd*SD + qd, ...) of every
         # parity (qd, qh, qw). Row (t, r) reaches parity (qd, qh) only when qd + PD - t*DD is a
-        # multiple of SD (and so for h) - a scalar test per row, folded away where the row loop
-        # is unrolled - and then reads dy depth jd + (qd + PD - t*DD) / SD; column s reaches qw
-        # only when qw + PW - s*DW is a multiple of SW (decided at compile time).
+        # multiple of SD (and so for h) - a scalar test per row - and then reads dy depth
+        # jd + (qd + PD - t*DD) / SD; column s reaches qw only when qw + PW - s*DW is a multiple
+        # of SW (decided at compile time). Every address is the coarse position's own (a
+        # loop-invariant pointer vector) plus a scalar per row plus a constant per column and k.
+        KP: tl.constexpr = (K + BLOCK_K - 1) // BLOCK_K * BLOCK_K
+        EVEN_K: tl.constexpr = K % BLOCK_K == 0
+        FLAT_D: tl.constexpr = D == 1 and OD == 1 and T == 1 and PD == 0
         pid_p = tl.program_id(0)
         n = tl.program_id(1).to(tl.int64)
         offs_p = pid_p * BLOCK_P + tl.arange(0, BLOCK_P)
         pm = offs_p < JD * JH * JW
+        offs_c = tl.arange(0, BLOCK_C)
+        kk = tl.arange(0, BLOCK_K)
         if WIDE:
             offs_p = offs_p.to(tl.int64)
+            z = tl.full([], 0, tl.int64)
+            kk_y = kk.to(tl.int64) * y_k
+            c_x = offs_c.to(tl.int64) * x_c
+        else:
+            z = 0
+            kk_y = kk * y_k
+            c_x = offs_c * x_c
         j_d = offs_p // (JH * JW)
         j_h = (offs_p // JW) % JH
         j_w = offs_p % JW
-        offs_c = tl.arange(0, BLOCK_C)
-        cm = offs_c < C
-        dy_n = dy + n * y_n
-        dx_n = dx + n * x_n + offs_c[:, None] * x_c
+        kc = kk[:, None] * BLOCK_C + offs_c[None, :]
+        p0 = dy + n * y_n + (j_d * y_d + j_h * y_h + j_w * y_w)
+        dx_n = dx + n * x_n + c_x[:, None]
+        cm = (offs_c < C)[:, None]
         for qd in tl.static_range(SD):
             for qh in tl.static_range(SH):
                 for qw in tl.static_range(SW):
                     acc = tl.zeros((BLOCK_C, BLOCK_P), dtype=tl.float32)
                     for k0 in range(0, K, BLOCK_K):
-                        offs_k = k0 + tl.arange(0, BLOCK_K)
-                        km = offs_k < K
-                        if WIDE:
-                            k_off = offs_k.to(tl.int64) * y_k
-                        else:
-                            k_off = offs_k * y_k
-                        w_kc = w + offs_k[:, None] * w_k + offs_c[None, :] * w_c
-                        wm = km[:, None] & cm[None, :]
-                        for tr in tl.range(0, T * R, loop_unroll_factor=UNROLL):
-                            t = tr // R
-                            r = tr % R
+                        km = (k0 + kk) < K
+                        for tr in range(T * R):
+                            t = (tr + z) // R
+                            r = (tr + z) % R
                             e_d = qd + PD - t * DD
                             e_h = qh + PH - r * DH
                             if ((e_d % SD) == 0) & ((e_h % SH) == 0):
                                 # exact: truncating division is floor division here
-                                o_d = j_d + e_d // SD
-                                o_h = j_h + e_h // SH
-                                ok = pm & (o_d >= 0) & (o_d < OD) & (o_h >= 0) & (o_h < OH)
-                                row = o_d * y_d + o_h * y_h
-                                w_tr = w_kc + (t * w_t + r * w_r)
+                                f_d = e_d // SD
+                                f_h = e_h // SH
+                                ok = pm & (j_h >= -f_h) & (j_h < OH - f_h)
+                                if not FLAT_D:
+                                    ok = ok & (j_d >= -f_d) & (j_d < OD - f_d)
+                                p_row = p0 + ((k0 + z) * y_k + f_d * y_d + f_h * y_h)
+                                w_row = w + (tr * (S * KP * BLOCK_C) + k0 * BLOCK_C)
                                 for s in tl.static_range(S):
                                     if (qw + PW - s * DW) % SW == 0:
-                                        o_w = j_w + (qw + PW - s * DW) // SW
-                                        m = ok & (o_w >= 0) & (o_w < OW)
-                                        v = tl.load(dy_n + (k_off[:, None]
-                                                            + (row + o_w * y_w)[None, :]),
-                                                    mask=km[:, None] & m[None, :], other=0.0)
-                                        wv = tl.load(w_tr + s * w_s, mask=wm, other=0.0)
+                                        f_w = (qw + PW - s * DW) // SW
+                                        m = ok & (j_w >= -f_w) & (j_w < OW - f_w)
+                                        if EVEN_K:
+                                            mk = m[None, :]
+                                        else:
+                                            mk = km[:, None] & m[None, :]
+                                        v = tl.load((p_row + f_w * y_w)[None, :] + kk_y[:, None],
+                                                    mask=mk, other=0.0)
+                                        wv = tl.load(w_row + (s * KP * BLOCK_C) + kc)
                                         acc += tl.sum(v.to(tl.float32)[:, None, :]
                                                       * wv.to(tl.float32)[:, :, None], axis=0)
                     i_d = j_d * SD + qd
@@ -300,7 +338,7 @@ def _subpixel_kernel() -> Any:
                     i_w = j_w * SW + qw
                     om = pm & (i_d < D) & (i_h < H) & (i_w < W)
                     tl.store(dx_n + (i_d * x_d + i_h * x_h + i_w * x_w)[None, :],
-                             acc.to(dx.dtype.element_ty), mask=cm[:, None] & om[None, :])
+                             acc.to(dx.dtype.element_ty), mask=cm & om[None, :])
 
     return sc_subpixel
 
@@ -325,7 +363,7 @@ def run(dy: Any, w: Any, dx: Any, *, stride: Sequence[int], pad_pre: Sequence[in
                          f"{tuple(dx.shape)} must all have 3, 4 or 5 dims")
     nd = dy.dim() - 2
     (n, k, od, oh, ow), ys = _as3d(dy)
-    (k2, c, kt, kr, ks), ws = _as3d(w)
+    (k2, c, kt, kr, ks), _ = _as3d(w)
     (n2, c2, d, h, wd), xs = _as3d(dx)
     if n2 != n or k2 != k or c2 != c:
         raise ValueError(f"small-C kernel: dy {tuple(dy.shape)}, w {tuple(w.shape)} and dx "
@@ -359,18 +397,33 @@ def run(dy: Any, w: Any, dx: Any, *, stride: Sequence[int], pad_pre: Sequence[in
     args = dict(K=k, C=c, D=d, H=h, W=wd, OD=od, OH=oh, OW=ow,
                 y_n=ys[0], y_k=ys[1], y_d=ys[2], y_h=ys[3], y_w=ys[4],
                 x_n=xs[0], x_c=xs[1], x_d=xs[2], x_h=xs[3], x_w=xs[4],
-                w_k=ws[0], w_c=ws[1], w_t=ws[2], w_r=ws[3], w_s=ws[4],
                 T=kt, R=kr, S=ks, SD=sd, SH=sh, SW=sw, PD=pd, PH=ph, PW=pw, DD=dd, DH=dh, DW=dw,
-                BLOCK_C=block_c, BLOCK_K=cfg.block_k, BLOCK_P=cfg.block_p,
-                UNROLL=kt * kr if kt * kr * ks <= UNROLL_TAPS else 1, WIDE=bool(wide),
+                BLOCK_C=block_c, BLOCK_K=cfg.block_k, BLOCK_P=cfg.block_p, WIDE=bool(wide),
                 num_warps=cfg.warps)
     grid = (-(-positions // cfg.block_p), n)
     with _on_device(dy):
+        wp = pack_weight(w, cfg.block_k)
         if cfg.subpixel:
-            _subpixel_kernel()[grid](dy, w, dx, JD=jd, JH=jh, JW=jw, **args)
+            _subpixel_kernel()[grid](dy, wp, dx, JD=jd, JH=jh, JW=jw, **args)
         else:
-            _kernel()[grid](dy, w, dx, **args)
+            _kernel()[grid](dy, wp, dx, **args)
     return dx
+
+
+def pack_weight(w: Any, block_k: int) -> Any:
+    """w (K, C, *kernel) -> contiguous (taps, KP, BLOCK_C): K padded with zeros to a multiple of
+    `block_k` and C to BLOCK_C (1, 2 or 4), so a tap's [BLOCK_K, BLOCK_C] slice is one contiguous
+    run at a constant offset from the row's, and no weight load needs a mask. One small copy per
+    call (at most KP * 4 * taps elements)."""
+    import torch.nn.functional as F
+
+    k, c = int(w.shape[0]), int(w.shape[1])
+    block_c = 1 if c == 1 else 2 if c == 2 else 4
+    kp = -(-k // block_k) * block_k
+    wt = w.reshape(k, c, -1).permute(2, 0, 1)
+    if block_c > c or kp > k:
+        return F.pad(wt, (0, block_c - c, 0, kp - k))
+    return wt.contiguous()
 
 
 def dgrad(dy: Any, w: Any, input_size: Sequence[int], *, stride: Sequence[int],

@@ -1,6 +1,7 @@
 """`triton:dw_<config>` at run time: a depthwise convolution by convdoctor's Triton kernel
 (`TritonDwExec`); `triton:wg_<config>`: an ungrouped weight gradient by its wgrad kernel
-(`TritonWgExec`, at the end).
+(`TritonWgExec`); `triton:sc_<config>`: the data gradient of a layer with at most 4 input
+channels by its small-C kernel (`TritonScExec`).
 
 The tuner offers the kernel (`convdoctor.kernels.depthwise`) for depthwise fprop and dgrad and keeps
 it only where it measured faster than every cuDNN and PyTorch path and matched the float64
@@ -17,7 +18,7 @@ from typing import Any
 
 import torch
 
-from ..kernels import depthwise, wgrad
+from ..kernels import depthwise, smallc, wgrad
 from .execs import ConvArgs
 
 
@@ -151,3 +152,63 @@ class TritonWgExec:
 
     def __repr__(self) -> str:
         return f"TritonWgExec({self.key!r})"
+
+
+class TritonScExec:
+    """`triton:sc_<config>` at run time: dx of an ungrouped convolution with at most 4 input
+    channels by convdoctor's small-C Triton kernel (`convdoctor.kernels.smallc`). Built for the
+    dgrad problem it was tuned on: it computes dx (and the bias gradient) only; asked for dw or a
+    forward call it raises, and the route falls back (`runtime.fallback`). fp32 accumulation, no
+    TF32 rounding (at least as exact as the path it replaces)."""
+
+    kind = "triton"
+
+    def __init__(self, key: str, problem: Any) -> None:
+        config = smallc.config_of(key)
+        if config is None:
+            raise ValueError(f"{key} is not a small-C kernel key")
+        smallc.parse_config(config)
+        why = smallc.eligible(problem.direction, problem.ndim, problem.c, problem.k,
+                              problem.groups, problem.dtype, problem.n) or smallc.unavailable()
+        if why:
+            raise ValueError(f"{key}: {why}")
+        self.key = key
+        self.config = config
+        self.problem = problem
+        self.direction = problem.direction
+        self._bias_dims = [0, *range(2, 2 + problem.ndim)]
+
+    @classmethod
+    def build(cls, key: str, problem: Any) -> TritonScExec:
+        return cls(key, problem)
+
+    def is_noop(self) -> bool:
+        return False
+
+    def fprop(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
+              a: ConvArgs) -> torch.Tensor:
+        raise RuntimeError(f"{self.key} computes data gradients only, not fprop")
+
+    def backward(self, gy: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
+                 bias_sizes: list[int] | None, a: ConvArgs, mask: tuple[bool, bool, bool]
+                 ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+        if mask[1] or self.direction != "dgrad":
+            raise RuntimeError(f"{self.key} was tuned for {self.direction}; it computes dx only")
+        if a.transposed or a.groups != 1 or gy.dtype != w.dtype:
+            raise RuntimeError(f"{self.key}: not an ungrouped convolution of one dtype")
+        gx = gb = None
+        if mask[0]:
+            gy = _dense(gy)
+            out = torch.empty(x.shape, dtype=gy.dtype, device=gy.device,
+                              memory_format=depthwise.format_of(x))
+            gx = smallc.run(gy, w.contiguous(), out, stride=a.stride, pad_pre=a.padding,
+                            dilation=a.dilation, config=self.config)
+        if mask[2]:
+            gb = gy.sum(dim=self._bias_dims)
+        return gx, None, gb
+
+    def describe(self) -> str:
+        return f"{self.key} (convdoctor's small-C dgrad Triton kernel)"
+
+    def __repr__(self) -> str:
+        return f"TritonScExec({self.key!r})"

@@ -21,7 +21,9 @@ Candidates for a problem:
 - `triton:wg_<config>`: an ungrouped wgrad (1D/2D/3D, weight of at most 2^18 elements) by
   convdoctor's split-reduction implicit-GEMM Triton kernel (`convdoctor.kernels.wgrad`), one key per
   configuration, fp32 accumulation, TF32 products only where the math mode allows them;
-  both offered where Triton imports (`CONVDOCTOR_TRITON=0` turns them off).
+- `triton:sc_<config>`: an ungrouped dgrad of a layer with at most 4 input channels (1D/2D/3D) by
+  convdoctor's direct Triton kernel (`convdoctor.kernels.smallc`), fp32 accumulation, no TF32;
+  all offered where Triton imports (`CONVDOCTOR_TRITON=0` turns them off).
 
 Runners: fprop via torch.nn.functional.conv{1,2,3}d, dgrad via aten.convolution_backward with
 output_mask (True, False, False), wgrad with (False, True, False); cuDNN plans via `ConvPlan`.
@@ -525,6 +527,42 @@ class TritonWgRunner(_Runner):
                          dilation=p.dilation, config=self.config, tf32=self.tf32)
 
 
+class TritonScRunner(_Runner):
+    """`triton:sc_<config>`: the small-C dgrad kernel writing into the problem's dx buffer."""
+
+    def __init__(self, backend: CudaBackend, problem: ConvProblem, candidate: Candidate) -> None:
+        import torch
+
+        from ...kernels import smallc
+
+        why = smallc.unavailable() or smallc.eligible(
+            problem.direction, problem.ndim, problem.c, problem.k, problem.groups, problem.dtype,
+            problem.n)
+        if why:
+            raise CandidateUnsupported(f"{candidate.key}: {why}")
+        self.config = smallc.config_of(candidate.key) or ""
+        try:
+            smallc.parse_config(self.config)
+        except ValueError as exc:
+            raise CandidateUnsupported(f"{candidate.key}: {exc}") from None
+        super().__init__(backend, problem, candidate)
+        try:
+            self.run()  # compiles the kernel (Triton JIT) before any timing or graph capture
+            torch.cuda.synchronize(backend.device)
+        except Exception as exc:  # noqa: BLE001 - a kernel that does not compile or launch
+            self.close()
+            raise CandidateUnsupported(
+                f"{candidate.key} failed: {type(exc).__name__}: "
+                f"{' '.join(str(exc).split())[:300]}") from None
+
+    def run(self) -> Any:
+        from ...kernels import smallc
+
+        p = self.problem
+        return smallc.run(self.a, self.b, self.out, stride=p.stride, pad_pre=p.pad_pre,
+                          dilation=p.dilation, config=self.config)
+
+
 def triton_enabled() -> bool:
     """`CONVDOCTOR_TRITON=0` keeps convdoctor's Triton kernels out of the candidates."""
     import os
@@ -800,6 +838,14 @@ class CudaBackend:
                                                         positions, c, sms), True,
                                   ("split-reduction implicit-GEMM wgrad (Triton, convdoctor."
                                    "kernels.wgrad), fp32 accumulation",)) for c in configs]
+            from ...kernels import smallc
+
+            configs = policy.triton_sc_configs(problem)
+            if configs and smallc.unavailable() is None:
+                # a fixed order of fp32 adds, no atomics: the same bits run to run
+                out += [Candidate(policy.TRITON_SC_PREFIX + c, "cuda", 0, True,
+                                  ("direct small-C dgrad kernel (Triton, convdoctor.kernels."
+                                   "smallc), fp32 accumulation",)) for c in configs]
         if not (problem.deterministic and problem.direction != "fprop"):
             out.append(Candidate("torch:cudnn-off", "cuda", 0, problem.direction == "fprop",
                                  ("PyTorch native CUDA kernels (cuDNN disabled)",) + asym))
@@ -1019,6 +1065,8 @@ class CudaBackend:
                 return TritonDwRunner(self, problem, candidate)
             if candidate.key.startswith(policy.TRITON_WG_PREFIX):
                 return TritonWgRunner(self, problem, candidate)
+            if candidate.key.startswith(policy.TRITON_SC_PREFIX):
+                return TritonScRunner(self, problem, candidate)
             if candidate.key == "torch:heuristic" and self.isolate_heuristic:
                 return self._heuristic_child().prepare(problem, candidate)
             runner: Any = (GemmRunner if candidate.key in policy.GEMM_KEYS else

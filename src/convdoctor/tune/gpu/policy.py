@@ -45,7 +45,10 @@ TRITON_PREFIX = "triton:dw_"
 # "triton:wg_<config>": an ungrouped wgrad by convdoctor's split-reduction Triton kernel
 # (`convdoctor.kernels.wgrad`), one key per configuration
 TRITON_WG_PREFIX = "triton:wg_"
-TRITON_PREFIXES = (TRITON_PREFIX, TRITON_WG_PREFIX)
+# "triton:sc_<config>": an ungrouped dgrad of a layer with at most 4 input channels by convdoctor's
+# direct Triton kernel (`convdoctor.kernels.smallc`), one key per configuration
+TRITON_SC_PREFIX = "triton:sc_"
+TRITON_PREFIXES = (TRITON_PREFIX, TRITON_WG_PREFIX, TRITON_SC_PREFIX)
 # "twin:<key>": candidate <key> run in the torch:heuristic child process, so the bench referee can
 # compare a choice with PyTorch's heuristic path inside one process (never a tuning candidate)
 TWIN_PREFIX = "twin:"
@@ -82,6 +85,18 @@ def triton_wg_configs(problem: ConvProblem) -> tuple[str, ...]:
                       problem.kernel, problem.dtype) is not None:
         return ()
     return wgrad.configs_for(problem.k)
+
+
+def triton_sc_configs(problem: ConvProblem) -> tuple[str, ...]:
+    """The small-C dgrad kernel's configurations offered for `problem` (none unless it is an
+    ungrouped dgrad with at most `smallc.MAX_C` input channels; strided ones also get sub-pixel
+    variants)."""
+    from ...kernels import smallc
+
+    if smallc.eligible(problem.direction, problem.ndim, problem.c, problem.k, problem.groups,
+                       problem.dtype, problem.n) is not None:
+        return ()
+    return smallc.configs_for(problem.k, strided=any(s > 1 for s in problem.stride))
 
 
 # `torch:im2col` allocates its patch matrix per call: larger ones are not offered
