@@ -1,5 +1,6 @@
-"""One wgrad kernel configuration on one suite problem, in this process (wg_probe's crash hunt).
-    python scripts/gpu/wg_debug.py NAME CONFIG [WAVES]   -> prints rel. error and time, or crashes"""
+"""One wgrad kernel configuration on one suite problem, in this process (wg_probe's crash hunt,
+session 28, run on the first kernel version; programs per SM now ride in the configuration, "v<N>").
+    python scripts/gpu/wg_debug.py NAME CONFIG   -> prints rel. error and time, or crashes"""
 import math
 import sys
 
@@ -10,8 +11,6 @@ from convdoctor.kernels import wgrad as wg
 from convdoctor.tune.suites import load_suite
 
 name, cfg = sys.argv[1], sys.argv[2]
-if len(sys.argv) > 3:
-    wg.WAVES = int(sys.argv[3])
 e = next(e for e in load_suite("cnn-layers").entries if e.name == name)
 p = e.problem(direction="wgrad")
 x = torch.randn(p.x_shape(), device="cuda")
@@ -19,10 +18,9 @@ dy = torch.randn(p.y_shape(), device="cuda")
 dw = torch.full(p.w_shape(), float("nan"), device="cuda")
 sms = torch.cuda.get_device_properties(0).multi_processor_count
 cf = wg.parse_config(cfg)
-ncol = p.c * p.kernel[0] * (p.kernel[1] if p.ndim > 1 else 1) * (p.kernel[2] if p.ndim > 2 else 1)
-tiles = -(-p.k // cf.block_m) * -(-ncol // cf.block_n)
+tiles = wg.tiles_of(p.k, p.c, p.kernel, cf)
 L = p.n * math.prod(p.out_spatial())
-print(p.key(), "tiles", tiles, "split/chunk", wg.split_for(tiles, L, cf.block_l, sms), "L", L, flush=True)
+print(p.key(), "tiles", tiles, "split/chunk", wg.split_for(tiles, L, cf.block_l, sms, cf.waves), "L", L, flush=True)
 wg.run(x, dy, dw, stride=p.stride, pad_pre=p.pad_pre, dilation=p.dilation, config=cfg, tf32=True)
 torch.cuda.synchronize()
 w = torch.randn(p.w_shape(), device="cuda", dtype=torch.float64)

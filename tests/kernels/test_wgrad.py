@@ -5,6 +5,7 @@ The GPU runs are in tests/tune_gpu and tests/runtime (`gpu`)."""
 
 from __future__ import annotations
 
+import math
 import os
 
 import pytest
@@ -104,7 +105,7 @@ def _ref(x, k, ks, stride, pp, po, dil):
 
 @pytest.mark.parametrize("case", range(len(CASES)))
 @pytest.mark.parametrize("layout", ["nchw", "cl"])
-def test_kernel_matches_float64(interpreter, case: int, layout: str) -> None:
+def test_kernel_matches_float64(interpreter, case: int, layout: str, monkeypatch) -> None:
     shape, k, ks, st, pp, po, dl = CASES[case]
     x = torch.randn(shape, generator=torch.Generator().manual_seed(0))
     dy, ref = _ref(x, k, ks, st, pp, po, dl)
@@ -115,27 +116,39 @@ def test_kernel_matches_float64(interpreter, case: int, layout: str) -> None:
         else:
             fmt = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
             x, dy = x.contiguous(memory_format=fmt), dy.contiguous(memory_format=fmt)
+    positions = dy.shape[0] * math.prod(dy.shape[2:])
     for cfg in CONFIGS:
-        for sms in (1, 3):   # one chunk (dw written directly) and a split reduction
+        c = wg.parse_config(cfg)
+        tiles = wg.tiles_of(k, shape[1], ks, c)
+        # one chunk (dw written directly), then a split reduction (chunks of one BLOCK_L step
+        # allowed, so these small reductions split too)
+        for min_steps, sms in ((10**9, 1), (1, 64)):
+            monkeypatch.setattr(wg, "MIN_STEPS", min_steps)
+            split = wg.split_for(tiles, positions, c.block_l, sms, c.waves)[0]
+            assert (split > 1) == (sms == 64) or positions <= c.block_l, (cfg, split)
             out = torch.full(ref.shape, float("nan"))
-            got = wg.run(x, dy, out, stride=st, pad_pre=pp, dilation=dl, config=cfg, sms=sms)
-            assert got is out   # every element written (the NaN poison is gone)
+            wg.run(x, dy, out, stride=st, pad_pre=pp, dilation=dl, config=cfg, sms=sms)
+            # every element written (the NaN poison is gone) and right
             torch.testing.assert_close(out.double(), ref, atol=1e-4, rtol=1e-4,
-                                       msg=lambda m, c=cfg, n=sms: f"{c} sms={n}: {m}")
+                                       msg=lambda m, c=cfg, n=split: f"{c} split={n}: {m}")
 
 
 @pytest.mark.parametrize("xt", [False, True])
-def test_both_tile_orientations_64_bit_offsets_and_half_precision(interpreter, xt: bool) -> None:
+def test_both_tile_orientations_64_bit_offsets_and_half_precision(interpreter, xt: bool,
+                                                                  monkeypatch) -> None:
     """The input tile read with lanes along positions or along columns computes the same, so does
     the WIDE (64-bit offset) variant; fp16 inputs accumulate in fp32; a channels-last dw is
-    written through its strides."""
+    written through its strides (one chunk) or copied from the reduced partial sums (split)."""
     shape, k, ks, st, pp, po, dl = CASES[0]
     x = torch.randn(shape, generator=torch.Generator().manual_seed(0))
     dy, ref = _ref(x, k, ks, st, pp, po, dl)
-    out = torch.full(ref.shape, float("nan")).contiguous(memory_format=torch.channels_last)
-    wg.run(x, dy.float(), out, stride=st, pad_pre=pp, dilation=dl, config="m16n16l16w4s1r",
-           sms=2, xt=xt, wide=True)
-    torch.testing.assert_close(out.double(), ref, atol=1e-4, rtol=1e-4)
+    for min_steps, sms in ((10**9, 1), (1, 64)):
+        monkeypatch.setattr(wg, "MIN_STEPS", min_steps)
+        out = torch.full(ref.shape, float("nan")).contiguous(memory_format=torch.channels_last)
+        wg.run(x, dy.float(), out, stride=st, pad_pre=pp, dilation=dl, config="m16n16l16w4s1r",
+               sms=sms, xt=xt, wide=True)
+        assert out.is_contiguous(memory_format=torch.channels_last)
+        torch.testing.assert_close(out.double(), ref, atol=1e-4, rtol=1e-4)
     dyh, refh = _ref(x.half().double(), k, ks, st, pp, po, dl)
     gh = wg.wgrad(x.half(), dyh.half(), ks, stride=st, pad_pre=pp, dilation=dl,
                   config="m16n16l16w4s1")
@@ -155,9 +168,21 @@ def test_shape_and_dtype_mismatches_are_refused(interpreter) -> None:
     with pytest.raises(ValueError, match="float16"):
         wg.run(x, dy.half(), torch.empty(4, 3, 3, 3), stride=(1, 1), pad_pre=(0, 0),
                dilation=(1, 1), config="m16n16l16w4s1")
+    with pytest.raises(ValueError, match="float64"):
+        wg.run(x.double(), dy.double(), torch.empty(4, 3, 3, 3, dtype=torch.float64),
+               stride=(1, 1), pad_pre=(0, 0), dilation=(1, 1), config="m16n16l16w4s1")
+    ok = torch.empty(4, 3, 3, 3)
+    for kw, what in (({"stride": (1,)}, "values"), ({"pad_pre": (0, -1)}, "non-negative"),
+                     ({"dilation": (0, 1)}, "positive")):
+        args = {"stride": (1, 1), "pad_pre": (0, 0), "dilation": (1, 1), **kw}
+        with pytest.raises(ValueError, match=what):
+            wg.run(x, dy, ok, config="m16n16l16w4s1", **args)
+    with pytest.raises(ValueError, match="empty"):
+        wg.run(x[:0], dy[:0], ok, stride=(1, 1), pad_pre=(0, 0), dilation=(1, 1),
+               config="m16n16l16w4s1")
 
 
-def test_runtime_executor_computes_dw_only(interpreter) -> None:
+def test_runtime_executor_computes_dw_only(interpreter, monkeypatch) -> None:
     from convdoctor.runtime.execs import ConvArgs
     from convdoctor.runtime.triton_exec import TritonWgExec
 
@@ -167,7 +192,6 @@ def test_runtime_executor_computes_dw_only(interpreter) -> None:
     a = ConvArgs((2, 2), (1, 1), (1, 1), False, (0, 0), 1)
     p = ConvProblem.parse("wgrad n=2 c=4 h=9 w=9 k=6 r=3 s=3 stride=2 pad=1 math=fp32")
     ex = TritonWgExec("triton:wg_m16n16l16w4s1r", p)
-    assert not ex.tf32
     wr = w.clone().requires_grad_(True)
     y = F.conv2d(x, wr, stride=2, padding=1)
     dy = torch.randn(y.shape, generator=g)
@@ -176,6 +200,19 @@ def test_runtime_executor_computes_dw_only(interpreter) -> None:
     assert gx is None and gw is not None and gb is not None
     torch.testing.assert_close(gw, wr.grad, atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(gb, dy.sum(dim=(0, 2, 3)))
+    # TF32 as PyTorch's flag for convolutions says at the time of the call
+    seen: list[bool] = []
+    real_run = wg.run
+
+    def spy(*args, **kw):
+        seen.append(kw["tf32"])
+        return real_run(*args, **kw)
+
+    monkeypatch.setattr(wg, "run", spy)
+    for flag in (True, False):
+        monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", flag)
+        ex.backward(dy, x, w, None, a, (False, True, False))
+    assert seen == [True, False]
     with pytest.raises(RuntimeError, match="dw only"):
         ex.backward(dy, x, w, None, a, (True, True, False))
     with pytest.raises(RuntimeError, match="not fprop"):

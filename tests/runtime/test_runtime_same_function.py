@@ -460,6 +460,7 @@ TRITON_WG_CASES = {
     "same_even": lambda: nn.Conv2d(6, 4, 4, padding="same"),   # asymmetric
     "dilated_reflect": lambda: nn.Conv2d(6, 6, 3, dilation=2, padding=2, padding_mode="reflect"),
     "conv1d": lambda: nn.Conv1d(6, 6, 5, padding=2),
+    "conv3d": lambda: nn.Conv3d(6, 4, 3, padding=1),
 }
 
 
@@ -497,6 +498,7 @@ TRITON_SC_CASES = {
     "one_channel_same_even": lambda: nn.Conv2d(1, 4, 4, padding="same"),   # asymmetric
     "dilated_strided": lambda: nn.Conv2d(2, 6, 3, stride=(2, 1), dilation=2, padding=(2, 1)),
     "conv1d_strided": lambda: nn.Conv1d(1, 6, 5, stride=3, padding=2),
+    "conv3d_one_channel": lambda: nn.Conv3d(1, 4, 3, padding=1),
 }
 
 

@@ -441,7 +441,7 @@ def test_triton_wgrad_candidates_are_listed_correct_and_timed(backend, text: str
     "dgrad n=2 c=1 w=4000 k=32 s=64 stride=16 pad_pre=3 pad_post=5 dtype=bfloat16",
 ])
 def test_triton_small_c_dgrad_candidates_are_listed_correct_and_timed(backend, text: str) -> None:
-    """The small-C dgrad kernel's configurations (sub-pixel ones too where strided) are offered
+    """The small-C dgrad kernel's configurations (sub-pixel ones only where strided) are offered
     for ungrouped dgrad with at most 4 input channels, each passes the float64 check with a
     poisoned output, and times; fprop, wgrad and a 5-channel dgrad get none."""
     pytest.importorskip("triton")

@@ -119,6 +119,12 @@ def eligible(direction: str, ndim: int, c: int, k: int, groups: int, n: int = 1)
     return None
 
 
+def unfit(problem: Any) -> str | None:
+    """`eligible` for a `ConvProblem` (None: the kernel runs it)."""
+    return eligible(problem.direction, problem.ndim, problem.c, problem.k, problem.groups,
+                    problem.n)
+
+
 @functools.lru_cache(maxsize=1)
 def unavailable() -> str | None:
     """None when Triton can run here, else why not (checked once per process)."""
@@ -380,8 +386,13 @@ def dgrad(dy: Any, weight: Any, input_size: Sequence[int], *, stride: Sequence[i
 
 
 def format_of(t: Any) -> Any:
+    """The memory format `t` is dense in: channels-last (4-dim) or channels-last-3d (5-dim) where
+    it is that and not contiguous, else contiguous."""
     import torch
 
     if t.dim() == 4 and not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last):
         return torch.channels_last
+    if t.dim() == 5 and not t.is_contiguous() and t.is_contiguous(
+            memory_format=torch.channels_last_3d):
+        return torch.channels_last_3d
     return torch.contiguous_format

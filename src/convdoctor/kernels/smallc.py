@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .depthwise import _on_device, format_of, sample_span
-from .wgrad import _as3d
+from .wgrad import _as3d, geometry
 
 PREFIX = "triton:sc_"
 MAX_C = 4
@@ -136,6 +136,12 @@ def eligible(direction: str, ndim: int, c: int, k: int, groups: int, dtype: str 
     if k < 1 or c < 1:
         return "no channels"
     return None
+
+
+def unfit(problem: Any) -> str | None:
+    """`eligible` for a `ConvProblem` (None: the kernel runs it and is offered for it)."""
+    return eligible(problem.direction, problem.ndim, problem.c, problem.k, problem.groups,
+                    problem.dtype, problem.n)
 
 
 @functools.lru_cache(maxsize=1)
@@ -343,15 +349,6 @@ def _subpixel_kernel() -> Any:
     return sc_subpixel
 
 
-def _triple(v: Sequence[int], nd: int, fill: int, what: str) -> tuple[int, int, int]:
-    vals = tuple(int(x) for x in v)
-    if len(vals) != nd:
-        raise ValueError(f"small-C kernel: {what} {vals} has {len(vals)} values for a {nd}D "
-                         "convolution")
-    out = (fill,) * (3 - nd) + vals
-    return out[0], out[1], out[2]
-
-
 def run(dy: Any, w: Any, dx: Any, *, stride: Sequence[int], pad_pre: Sequence[int],
         dilation: Sequence[int], config: str, wide: bool | None = None) -> Any:
     """Compute `dx` (N, C, *spatial) in place from the output gradient `dy` (N, K, *out) and the
@@ -377,12 +374,8 @@ def run(dy: Any, w: Any, dx: Any, *, stride: Sequence[int], pad_pre: Sequence[in
         raise ValueError(f"small-C kernel: {dy.dtype} (float32, float16 or bfloat16 expected)")
     if n > MAX_GRID_Y:
         raise ValueError(f"small-C kernel: batch {n} above {MAX_GRID_Y}")
-    sd, sh, sw = _triple(stride, nd, 1, "stride")
-    pd, ph, pw = _triple(pad_pre, nd, 0, "pad_pre")
-    dd, dh, dw = _triple(dilation, nd, 1, "dilation")
-    if min(sd, sh, sw, dd, dh, dw) < 1 or min(pd, ph, pw) < 0:
-        raise ValueError("small-C kernel: strides and dilations must be positive, pads "
-                         "non-negative")
+    (sd, sh, sw), (pd, ph, pw), (dd, dh, dw) = geometry(nd, stride, pad_pre, dilation,
+                                                        "small-C kernel")
     if min(n, k, c, d, h, wd, od, oh, ow, kt, kr, ks) < 1:
         raise ValueError("small-C kernel: an empty dimension")
     if cfg.subpixel:

@@ -126,6 +126,12 @@ def eligible(direction: str, ndim: int, c: int, k: int, groups: int, kernel: Seq
     return None
 
 
+def unfit(problem: Any) -> str | None:
+    """`eligible` for a `ConvProblem` (None: the kernel runs it and is offered for it)."""
+    return eligible(problem.direction, problem.ndim, problem.c, problem.k, problem.groups,
+                    problem.kernel, problem.dtype)
+
+
 def configs_for(k: int) -> tuple[str, ...]:
     """The configurations offered for a problem of `k` output channels."""
     return CONFIGS_SMALL_K if k <= 32 else CONFIGS_LARGE_K
@@ -211,7 +217,10 @@ def _kernel() -> Any:
         CHECK_H: tl.constexpr = PH > 0 or (OH - 1) * SH + (KR - 1) * DH - PH >= H
         CHECK_W: tl.constexpr = PW > 0 or (OW - 1) * SW + (KS - 1) * DW - PW >= W
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        start = pid_split * CHUNK
+        if WIDE:  # the reduction's positions may pass 2^31: its bounds in 64 bits
+            start = pid_split.to(tl.int64) * CHUNK
+        else:
+            start = pid_split * CHUNK
         for l0 in tl.range(start, start + CHUNK, BLOCK_L, num_stages=STAGES):
             offs_l = l0 + tl.arange(0, BLOCK_L)
             lm = offs_l < L
@@ -269,11 +278,33 @@ def _as3d(t: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(N, C, D, H, W) sizes and strides of a 3-, 4- or 5-dim tensor (missing dims: size 1)."""
     nd = t.dim() - 2
     if nd not in (1, 2, 3):
-        raise ValueError(f"wgrad kernel: a {t.dim()}-dim tensor (expected 3, 4 or 5)")
+        raise ValueError(f"convdoctor kernel: a {t.dim()}-dim tensor (expected 3, 4 or 5)")
     pad = 3 - nd
     sizes = (int(t.shape[0]), int(t.shape[1]), *([1] * pad), *(int(v) for v in t.shape[2:]))
     strides = (int(t.stride(0)), int(t.stride(1)), *([0] * pad), *(int(v) for v in t.stride()[2:]))
     return sizes, strides
+
+
+def _triple(v: Sequence[int], nd: int, fill: int, what: str, who: str) -> tuple[int, int, int]:
+    vals = tuple(int(x) for x in v)
+    if len(vals) != nd:
+        raise ValueError(f"{who}: {what} {vals} has {len(vals)} values for a {nd}D convolution")
+    out = (fill,) * (3 - nd) + vals
+    return out[0], out[1], out[2]
+
+
+def geometry(nd: int, stride: Sequence[int], pad_pre: Sequence[int], dilation: Sequence[int],
+             who: str) -> tuple[tuple[int, int, int], tuple[int, int, int], tuple[int, int, int]]:
+    """(stride, pad_pre, dilation) as 3D triples (leading dims: 1, 0, 1), checked: one value per
+    spatial dimension, strides and dilations positive, pads non-negative (ValueError naming
+    `who` otherwise)."""
+    st = _triple(stride, nd, 1, "stride", who)
+    pp = _triple(pad_pre, nd, 0, "pad_pre", who)
+    dl = _triple(dilation, nd, 1, "dilation", who)
+    if min(st + dl) < 1 or min(pp) < 0:
+        raise ValueError(f"{who}: strides and dilations must be positive, pads non-negative "
+                         f"(stride {st}, pad_pre {pp}, dilation {dl})")
+    return st, pp, dl
 
 
 def _span(sizes: Sequence[int], strides: Sequence[int]) -> int:
@@ -318,12 +349,14 @@ def run(x: Any, dy: Any, dw: Any, *, stride: Sequence[int], pad_pre: Sequence[in
     if (n2, k2, c2) != (n, k, c):
         raise ValueError(f"wgrad kernel: x {tuple(x.shape)}, dy {tuple(dy.shape)} and dw "
                          f"{tuple(dw.shape)} disagree on N, C or K")
-    if x.dtype != dy.dtype:
-        raise ValueError(f"wgrad kernel: x is {x.dtype}, dy is {dy.dtype}")
-    pad = 3 - nd
-    st = (1,) * pad + tuple(int(v) for v in stride)
-    pp = (0,) * pad + tuple(int(v) for v in pad_pre)
-    dl = (1,) * pad + tuple(int(v) for v in dilation)
+    if not (x.dtype == dy.dtype == dw.dtype):
+        raise ValueError(f"wgrad kernel: x is {x.dtype}, dy is {dy.dtype}, dw is {dw.dtype} (one "
+                         "dtype expected)")
+    if str(x.dtype).replace("torch.", "") not in ("float32", "float16", "bfloat16"):
+        raise ValueError(f"wgrad kernel: {x.dtype} (float32, float16 or bfloat16 expected)")
+    if min(n, c, d, h, w, k, od, oh, ow, kt, kr, ks) < 1:
+        raise ValueError("wgrad kernel: an empty dimension")
+    st, pp, dl = geometry(nd, stride, pad_pre, dilation, "wgrad kernel")
     positions = n * od * oh * ow
     ncol = c * kt * kr * ks
     tiles = tiles_of(k, c, (kt, kr, ks), cfg)

@@ -674,8 +674,8 @@ def _executors(keys: list[str], problem: Any, dev: str, notes: list[str]) -> lis
             try:
                 from .triton_exec import TritonDwExec, TritonScExec, TritonWgExec
 
-                tcls: Any = (TritonWgExec if key.startswith(TRITON_WG_PREFIX) else
-                             TritonScExec if key.startswith(TRITON_SC_PREFIX) else TritonDwExec)
+                tcls: Any = {TRITON_PREFIX: TritonDwExec, TRITON_WG_PREFIX: TritonWgExec,
+                             TRITON_SC_PREFIX: TritonScExec}[key[:len(TRITON_PREFIX)]]
                 out.append(tcls.build(key, problem))
             except Exception as exc:  # noqa: BLE001 - no Triton here, or not this problem
                 notes.append(f"{key} for {problem.short()} not used: {type(exc).__name__}: {exc}")

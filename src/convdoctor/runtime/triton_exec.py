@@ -1,14 +1,16 @@
-"""`triton:dw_<config>` at run time: a depthwise convolution by convdoctor's Triton kernel
-(`TritonDwExec`); `triton:wg_<config>`: an ungrouped weight gradient by its wgrad kernel
-(`TritonWgExec`); `triton:sc_<config>`: the data gradient of a layer with at most 4 input
-channels by its small-C kernel (`TritonScExec`).
+"""convdoctor's Triton kernels at run time: `triton:dw_<config>`, a depthwise convolution
+(`TritonDwExec`, `convdoctor.kernels.depthwise`); `triton:wg_<config>`, the weight gradient of an
+ungrouped convolution with a small weight (`TritonWgExec`, `convdoctor.kernels.wgrad`);
+`triton:sc_<config>`, the data gradient of an ungrouped convolution with at most 4 input channels
+(`TritonScExec`, `convdoctor.kernels.smallc`).
 
-The tuner offers the kernel (`convdoctor.kernels.depthwise`) for depthwise fprop and dgrad and keeps
-it only where it measured faster than every cuDNN and PyTorch path and matched the float64
-reference. Like a cuDNN plan, an executor is built for one problem and one direction: the fprop
-executor runs forward calls, the dgrad one computes dx; asking it for another direction raises, and
-the route falls back (`runtime.fallback`). The kernel accumulates in fp32 and does not round fp32
-inputs to TF32, so it is at least as exact as the path it replaces. Ordinary (not transposed)
+The tuner offers each kernel where it runs the problem and keeps it only where it measured faster
+than every cuDNN and PyTorch path and matched the float64 reference. Like a cuDNN plan, an executor
+is built for one problem and one direction: the depthwise fprop executor runs forward calls, a
+dgrad one computes dx, the wgrad one dw; asking one for another direction raises, and the route
+falls back (`runtime.fallback`). The kernels accumulate in fp32; the depthwise and small-C kernels
+never round fp32 inputs to TF32, the wgrad kernel does only where PyTorch's TF32 flag for
+convolutions allows it at the time of the call (as cuDNN would). Ordinary (not transposed)
 convolutions only.
 """
 
@@ -19,27 +21,33 @@ from typing import Any
 import torch
 
 from ..kernels import depthwise, smallc, wgrad
+from ..tune import gemm
 from .execs import ConvArgs
 
 
 def _dense(t: torch.Tensor) -> torch.Tensor:
-    """`t` if it is contiguous or channels-last (the layouts the kernel is compiled for), else a
-    contiguous copy (any other stride pattern would compile a kernel of its own)."""
-    if t.is_contiguous() or (t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last)):
+    """`t` if it is contiguous or channels-last (2D) / channels-last-3d (3D) - the layouts the
+    tuner timed - else a contiguous copy (any other stride pattern would compile a kernel of its
+    own)."""
+    if t.is_contiguous() or depthwise.format_of(t) != torch.contiguous_format:
         return t
     return t.contiguous()
 
 
-class TritonDwExec:
+class _TritonExec:
+    """What the three executors share: the key's configuration checked against the problem, the
+    direction it was tuned for, the bias gradient."""
+
     kind = "triton"
+    KERNEL: Any = None
+    WHAT = ""
 
     def __init__(self, key: str, problem: Any) -> None:
-        config = depthwise.config_of(key)
+        config = self.KERNEL.config_of(key)
         if config is None:
-            raise ValueError(f"{key} is not a depthwise kernel key")
-        depthwise.parse_config(config)
-        why = depthwise.eligible(problem.direction, problem.ndim, problem.c, problem.k,
-                                 problem.groups, problem.n) or depthwise.unavailable()
+            raise ValueError(f"{key} is not a {self.WHAT} kernel key")
+        self.KERNEL.parse_config(config)
+        why = self.KERNEL.unfit(problem) or self.KERNEL.unavailable()
         if why:
             raise ValueError(f"{key}: {why}")
         self.key = key
@@ -49,11 +57,27 @@ class TritonDwExec:
         self._bias_dims = [0, *range(2, 2 + problem.ndim)]
 
     @classmethod
-    def build(cls, key: str, problem: Any) -> TritonDwExec:
+    def build(cls, key: str, problem: Any) -> Any:
         return cls(key, problem)
 
     def is_noop(self) -> bool:
         return False
+
+    def _bias_grad(self, gy: torch.Tensor) -> torch.Tensor:
+        return gy.sum(dim=self._bias_dims)
+
+    def describe(self) -> str:
+        return f"{self.key} (convdoctor's {self.WHAT} Triton kernel)"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.key!r})"
+
+
+class TritonDwExec(_TritonExec):
+    """`triton:dw_<config>`: depthwise fprop (forward calls) or dgrad (dx)."""
+
+    KERNEL = depthwise
+    WHAT = "depthwise"
 
     def _check(self, x: torch.Tensor, w: torch.Tensor, a: ConvArgs) -> None:
         if a.transposed or a.groups != w.shape[0] or w.shape[1] != 1 or x.dtype != w.dtype:
@@ -84,47 +108,15 @@ class TritonDwExec:
             gx = depthwise.dgrad(gy, w.contiguous(), x.shape, stride=a.stride, pad_pre=a.padding,
                                  dilation=a.dilation, config=self.config, out=out)
         if mask[2]:
-            gb = gy.sum(dim=self._bias_dims)
+            gb = self._bias_grad(gy)
         return gx, None, gb
 
-    def describe(self) -> str:
-        return f"{self.key} (convdoctor's depthwise Triton kernel)"
 
-    def __repr__(self) -> str:
-        return f"TritonDwExec({self.key!r})"
+class TritonWgExec(_TritonExec):
+    """`triton:wg_<config>`: dw (and the bias gradient) of the wgrad problem it was tuned on."""
 
-
-class TritonWgExec:
-    """`triton:wg_<config>` at run time: the weight gradient of an ungrouped convolution by
-    convdoctor's split-reduction Triton kernel (`convdoctor.kernels.wgrad`). Built for the wgrad
-    problem it was tuned on: it computes dw (and the bias gradient) only; asked for dx or a
-    forward call it raises, and the route falls back (`runtime.fallback`). fp32 accumulation, TF32
-    products only where the tuned problem's math mode allowed them."""
-
-    kind = "triton"
-
-    def __init__(self, key: str, problem: Any) -> None:
-        config = wgrad.config_of(key)
-        if config is None:
-            raise ValueError(f"{key} is not a wgrad kernel key")
-        wgrad.parse_config(config)
-        why = wgrad.eligible(problem.direction, problem.ndim, problem.c, problem.k,
-                             problem.groups, problem.kernel, problem.dtype) or wgrad.unavailable()
-        if why:
-            raise ValueError(f"{key}: {why}")
-        self.key = key
-        self.config = config
-        self.problem = problem
-        self.direction = problem.direction
-        self.tf32 = problem.math == "tf32"
-        self._bias_dims = [0, *range(2, 2 + problem.ndim)]
-
-    @classmethod
-    def build(cls, key: str, problem: Any) -> TritonWgExec:
-        return cls(key, problem)
-
-    def is_noop(self) -> bool:
-        return False
+    KERNEL = wgrad
+    WHAT = "wgrad"
 
     def fprop(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
               a: ConvArgs) -> torch.Tensor:
@@ -142,48 +134,17 @@ class TritonWgExec:
             gw = torch.empty(w.shape, dtype=w.dtype, device=w.device,
                              memory_format=depthwise.format_of(w))
             wgrad.run(_dense(x), _dense(gy), gw, stride=a.stride, pad_pre=a.padding,
-                      dilation=a.dilation, config=self.config, tf32=self.tf32)
+                      dilation=a.dilation, config=self.config, tf32=gemm.conv_tf32_allowed())
         if mask[2]:
-            gb = gy.sum(dim=self._bias_dims)
+            gb = self._bias_grad(gy)
         return None, gw, gb
 
-    def describe(self) -> str:
-        return f"{self.key} (convdoctor's wgrad Triton kernel)"
 
-    def __repr__(self) -> str:
-        return f"TritonWgExec({self.key!r})"
+class TritonScExec(_TritonExec):
+    """`triton:sc_<config>`: dx (and the bias gradient) of the dgrad problem it was tuned on."""
 
-
-class TritonScExec:
-    """`triton:sc_<config>` at run time: dx of an ungrouped convolution with at most 4 input
-    channels by convdoctor's small-C Triton kernel (`convdoctor.kernels.smallc`). Built for the
-    dgrad problem it was tuned on: it computes dx (and the bias gradient) only; asked for dw or a
-    forward call it raises, and the route falls back (`runtime.fallback`). fp32 accumulation, no
-    TF32 rounding (at least as exact as the path it replaces)."""
-
-    kind = "triton"
-
-    def __init__(self, key: str, problem: Any) -> None:
-        config = smallc.config_of(key)
-        if config is None:
-            raise ValueError(f"{key} is not a small-C kernel key")
-        smallc.parse_config(config)
-        why = smallc.eligible(problem.direction, problem.ndim, problem.c, problem.k,
-                              problem.groups, problem.dtype, problem.n) or smallc.unavailable()
-        if why:
-            raise ValueError(f"{key}: {why}")
-        self.key = key
-        self.config = config
-        self.problem = problem
-        self.direction = problem.direction
-        self._bias_dims = [0, *range(2, 2 + problem.ndim)]
-
-    @classmethod
-    def build(cls, key: str, problem: Any) -> TritonScExec:
-        return cls(key, problem)
-
-    def is_noop(self) -> bool:
-        return False
+    KERNEL = smallc
+    WHAT = "small-C dgrad"
 
     def fprop(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
               a: ConvArgs) -> torch.Tensor:
@@ -201,14 +162,8 @@ class TritonScExec:
             gy = _dense(gy)
             out = torch.empty(x.shape, dtype=gy.dtype, device=gy.device,
                               memory_format=depthwise.format_of(x))
-            gx = smallc.run(gy, w.contiguous(), out, stride=a.stride, pad_pre=a.padding,
+            gx = smallc.run(gy, w, out, stride=a.stride, pad_pre=a.padding,
                             dilation=a.dilation, config=self.config)
         if mask[2]:
-            gb = gy.sum(dim=self._bias_dims)
+            gb = self._bias_grad(gy)
         return gx, None, gb
-
-    def describe(self) -> str:
-        return f"{self.key} (convdoctor's small-C dgrad Triton kernel)"
-
-    def __repr__(self) -> str:
-        return f"TritonScExec({self.key!r})"

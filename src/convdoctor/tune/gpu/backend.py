@@ -454,64 +454,31 @@ class GemmRunner(TorchRunner):
             return gemm.wgrad(self.a, self.b, p.stride, channels_last=self.cl)
 
 
-class TritonDwRunner(_Runner):
-    """`triton:dw_<config>`: the depthwise kernel writing into the problem's output buffer."""
+class _TritonRunner(_Runner):
+    """A candidate run by one of convdoctor's Triton kernels (`convdoctor.kernels.<KERNEL>`),
+    writing into the problem's output buffer; the kernel is compiled (Triton JIT) on prepare,
+    before any timing or graph capture, so compile time is listing time, never timed."""
+
+    KERNEL = ""
 
     def __init__(self, backend: CudaBackend, problem: ConvProblem, candidate: Candidate) -> None:
+        import importlib
+
         import torch
 
-        from ...kernels import depthwise
-
-        why = depthwise.unavailable() or depthwise.eligible(
-            problem.direction, problem.ndim, problem.c, problem.k, problem.groups, problem.n)
+        self.kernel: Any = importlib.import_module(f"convdoctor.kernels.{self.KERNEL}")
+        why = self.kernel.unavailable() or self.kernel.unfit(problem)
         if why:
             raise CandidateUnsupported(f"{candidate.key}: {why}")
-        self.config = depthwise.config_of(candidate.key) or ""
+        self.config = self.kernel.config_of(candidate.key) or ""
         try:
-            depthwise.parse_config(self.config)
-        except ValueError as exc:
-            raise CandidateUnsupported(f"{candidate.key}: {exc}") from None
-        super().__init__(backend, problem, candidate)
-        try:
-            self.run()  # compiles the kernel (Triton JIT) before any timing or graph capture
-            torch.cuda.synchronize(backend.device)
-        except Exception as exc:  # noqa: BLE001 - a kernel that does not compile or launch
-            self.close()
-            raise CandidateUnsupported(
-                f"{candidate.key} failed: {type(exc).__name__}: "
-                f"{' '.join(str(exc).split())[:300]}") from None
-
-    def run(self) -> Any:
-        from ...kernels import depthwise
-
-        p = self.problem
-        return depthwise.run(p.direction, self.a, self.b, self.out, stride=p.stride,
-                             pad_pre=p.pad_pre, dilation=p.dilation, config=self.config)
-
-
-class TritonWgRunner(_Runner):
-    """`triton:wg_<config>`: the wgrad kernel writing into the problem's dw buffer (its fp32
-    partial sums, when the reduction is split, are allocated per call and timed with it)."""
-
-    def __init__(self, backend: CudaBackend, problem: ConvProblem, candidate: Candidate) -> None:
-        import torch
-
-        from ...kernels import wgrad
-
-        why = wgrad.unavailable() or wgrad.eligible(
-            problem.direction, problem.ndim, problem.c, problem.k, problem.groups, problem.kernel,
-            problem.dtype)
-        if why:
-            raise CandidateUnsupported(f"{candidate.key}: {why}")
-        self.config = wgrad.config_of(candidate.key) or ""
-        try:
-            wgrad.parse_config(self.config)
+            self.kernel.parse_config(self.config)
         except ValueError as exc:
             raise CandidateUnsupported(f"{candidate.key}: {exc}") from None
         self.tf32 = problem.math == "tf32"
         super().__init__(backend, problem, candidate)
         try:
-            self.run()  # compiles the kernel (Triton JIT) before any timing or graph capture
+            self.run()
             torch.cuda.synchronize(backend.device)
         except Exception as exc:  # noqa: BLE001 - a kernel that does not compile or launch
             self.close()
@@ -519,48 +486,39 @@ class TritonWgRunner(_Runner):
                 f"{candidate.key} failed: {type(exc).__name__}: "
                 f"{' '.join(str(exc).split())[:300]}") from None
 
-    def run(self) -> Any:
-        from ...kernels import wgrad
 
-        p = self.problem
-        return wgrad.run(self.a, self.b, self.out, stride=p.stride, pad_pre=p.pad_pre,
-                         dilation=p.dilation, config=self.config, tf32=self.tf32)
+class TritonDwRunner(_TritonRunner):
+    """`triton:dw_<config>`: the depthwise kernel (fprop or dgrad)."""
 
-
-class TritonScRunner(_Runner):
-    """`triton:sc_<config>`: the small-C dgrad kernel writing into the problem's dx buffer."""
-
-    def __init__(self, backend: CudaBackend, problem: ConvProblem, candidate: Candidate) -> None:
-        import torch
-
-        from ...kernels import smallc
-
-        why = smallc.unavailable() or smallc.eligible(
-            problem.direction, problem.ndim, problem.c, problem.k, problem.groups, problem.dtype,
-            problem.n)
-        if why:
-            raise CandidateUnsupported(f"{candidate.key}: {why}")
-        self.config = smallc.config_of(candidate.key) or ""
-        try:
-            smallc.parse_config(self.config)
-        except ValueError as exc:
-            raise CandidateUnsupported(f"{candidate.key}: {exc}") from None
-        super().__init__(backend, problem, candidate)
-        try:
-            self.run()  # compiles the kernel (Triton JIT) before any timing or graph capture
-            torch.cuda.synchronize(backend.device)
-        except Exception as exc:  # noqa: BLE001 - a kernel that does not compile or launch
-            self.close()
-            raise CandidateUnsupported(
-                f"{candidate.key} failed: {type(exc).__name__}: "
-                f"{' '.join(str(exc).split())[:300]}") from None
+    KERNEL = "depthwise"
 
     def run(self) -> Any:
-        from ...kernels import smallc
-
         p = self.problem
-        return smallc.run(self.a, self.b, self.out, stride=p.stride, pad_pre=p.pad_pre,
-                          dilation=p.dilation, config=self.config)
+        return self.kernel.run(p.direction, self.a, self.b, self.out, stride=p.stride,
+                               pad_pre=p.pad_pre, dilation=p.dilation, config=self.config)
+
+
+class TritonWgRunner(_TritonRunner):
+    """`triton:wg_<config>`: the wgrad kernel into the dw buffer (its fp32 partial sums, when the
+    reduction is split, are allocated per call and timed with it)."""
+
+    KERNEL = "wgrad"
+
+    def run(self) -> Any:
+        p = self.problem
+        return self.kernel.run(self.a, self.b, self.out, stride=p.stride, pad_pre=p.pad_pre,
+                               dilation=p.dilation, config=self.config, tf32=self.tf32)
+
+
+class TritonScRunner(_TritonRunner):
+    """`triton:sc_<config>`: the small-C dgrad kernel into the dx buffer."""
+
+    KERNEL = "smallc"
+
+    def run(self) -> Any:
+        p = self.problem
+        return self.kernel.run(self.a, self.b, self.out, stride=p.stride, pad_pre=p.pad_pre,
+                               dilation=p.dilation, config=self.config)
 
 
 def triton_enabled() -> bool:

@@ -65,8 +65,7 @@ def triton_dw_configs(problem: ConvProblem) -> tuple[str, ...]:
     run it: not depthwise, wgrad, 3D, or a batch over the grid's limit)."""
     from ...kernels import depthwise
 
-    if depthwise.eligible(problem.direction, problem.ndim, problem.c, problem.k, problem.groups,
-                          problem.n) is not None:
+    if depthwise.unfit(problem) is not None:
         return ()
     # the kernel writes planes of the output (fprop) or of the input (dgrad)
     plane = problem.out_spatial() if problem.direction == "fprop" else problem.spatial
@@ -81,20 +80,18 @@ def triton_wg_configs(problem: ConvProblem) -> tuple[str, ...]:
     wgrad with a weight of at most `wgrad.MAX_WEIGHT` elements in fp32, fp16 or bf16)."""
     from ...kernels import wgrad
 
-    if wgrad.eligible(problem.direction, problem.ndim, problem.c, problem.k, problem.groups,
-                      problem.kernel, problem.dtype) is not None:
+    if wgrad.unfit(problem) is not None:
         return ()
     return wgrad.configs_for(problem.k)
 
 
 def triton_sc_configs(problem: ConvProblem) -> tuple[str, ...]:
     """The small-C dgrad kernel's configurations offered for `problem` (none unless it is an
-    ungrouped dgrad with at most `smallc.MAX_C` input channels; strided ones also get sub-pixel
-    variants)."""
+    ungrouped dgrad with at most `smallc.MAX_C` input channels; strided ones get sub-pixel
+    configurations only)."""
     from ...kernels import smallc
 
-    if smallc.eligible(problem.direction, problem.ndim, problem.c, problem.k, problem.groups,
-                       problem.dtype, problem.n) is not None:
+    if smallc.unfit(problem) is not None:
         return ()
     return smallc.configs_for(problem.k, strided=any(s > 1 for s in problem.stride))
 
