@@ -401,19 +401,27 @@ def test_torch_compile_inductor_gpu() -> None:
         torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-3)
 
 
-def _triton_route(m: nn.Module, x: torch.Tensor) -> S.Site:
-    """Route `m`'s fprop and dgrad through the depthwise Triton kernel (wgrad: PyTorch's path)."""
-    from convdoctor.kernels import depthwise
+def _kernel_route(kind: str) -> Any:
+    """A route function sending the directions where convdoctor's Triton kernel `kind` ("dw",
+    "wg" or "sc") runs through its executor, with one of its offered configurations (the last for
+    "dw" and "sc": a sub-pixel one where strided; the first for "wg"), and every other direction
+    to PyTorch's path."""
     from convdoctor.runtime.execs import default_exec
-    from convdoctor.runtime.triton_exec import TritonDwExec
+    from convdoctor.runtime.triton_exec import TritonDwExec, TritonScExec, TritonWgExec
     from convdoctor.tune.gpu import policy
 
-    def executor(prob: Any) -> object:
-        cfgs = policy.triton_dw_configs(prob)
-        # the last configuration: a sub-pixel one for a strided dgrad
-        return TritonDwExec(depthwise.PREFIX + cfgs[-1], prob) if cfgs else default_exec()
+    configs, cls, pick = {"dw": (policy.triton_dw_configs, TritonDwExec, -1),
+                          "wg": (policy.triton_wg_configs, TritonWgExec, 0),
+                          "sc": (policy.triton_sc_configs, TritonScExec, -1)}[kind]
 
-    return _route(m, x, executor)
+    def route(m: nn.Module, x: torch.Tensor) -> S.Site:
+        def executor(prob: Any) -> object:
+            cfgs = configs(prob)
+            return cls(f"triton:{kind}_{cfgs[pick]}", prob) if cfgs else default_exec()
+
+        return _route(m, x, executor)
+
+    return route
 
 
 TRITON_CASES = {
@@ -436,22 +444,8 @@ def test_triton_depthwise_same_function_gpu(name: str, dtype: torch.dtype,
     """fprop and dgrad through convdoctor's depthwise Triton kernel compute PyTorch's outputs and
     gradients, with no silent fallback."""
     pytest.importorskip("triton")
-    _routed_case(TRITON_CASES[name](), dtype, channels_last, _triton_route,
+    _routed_case(TRITON_CASES[name](), dtype, channels_last, _kernel_route("dw"),
                  {"fprop": "triton:dw_", "dgrad": "triton:dw_", "wgrad": "torch:default"})
-
-
-def _triton_wg_route(m: nn.Module, x: torch.Tensor) -> S.Site:
-    """Route `m`'s wgrad through the wgrad Triton kernel (fprop, dgrad: PyTorch's path)."""
-    from convdoctor.kernels import wgrad
-    from convdoctor.runtime.execs import default_exec
-    from convdoctor.runtime.triton_exec import TritonWgExec
-    from convdoctor.tune.gpu import policy
-
-    def executor(prob: Any) -> object:
-        cfgs = policy.triton_wg_configs(prob)
-        return TritonWgExec(wgrad.PREFIX + cfgs[0], prob) if cfgs else default_exec()
-
-    return _route(m, x, executor)
 
 
 TRITON_WG_CASES = {
@@ -473,23 +467,8 @@ def test_triton_wgrad_same_function_gpu(name: str, dtype: torch.dtype,
     """wgrad through convdoctor's wgrad Triton kernel computes PyTorch's weight gradient, with no
     silent fallback."""
     pytest.importorskip("triton")
-    _routed_case(TRITON_WG_CASES[name](), dtype, channels_last, _triton_wg_route,
+    _routed_case(TRITON_WG_CASES[name](), dtype, channels_last, _kernel_route("wg"),
                  {"fprop": "torch:default", "dgrad": "torch:default", "wgrad": "triton:wg_"})
-
-
-def _triton_sc_route(m: nn.Module, x: torch.Tensor) -> S.Site:
-    """Route `m`'s dgrad through the small-C Triton kernel (fprop, wgrad: PyTorch's path); its
-    last configuration (a sub-pixel one where strided)."""
-    from convdoctor.kernels import smallc
-    from convdoctor.runtime.execs import default_exec
-    from convdoctor.runtime.triton_exec import TritonScExec
-    from convdoctor.tune.gpu import policy
-
-    def executor(prob: Any) -> object:
-        cfgs = policy.triton_sc_configs(prob)
-        return TritonScExec(smallc.PREFIX + cfgs[-1], prob) if cfgs else default_exec()
-
-    return _route(m, x, executor)
 
 
 TRITON_SC_CASES = {
@@ -511,7 +490,7 @@ def test_triton_small_c_same_function_gpu(name: str, dtype: torch.dtype,
     """dgrad through convdoctor's small-C Triton kernel computes PyTorch's input gradient, with no
     silent fallback."""
     pytest.importorskip("triton")
-    _routed_case(TRITON_SC_CASES[name](), dtype, channels_last, _triton_sc_route,
+    _routed_case(TRITON_SC_CASES[name](), dtype, channels_last, _kernel_route("sc"),
                  {"fprop": "torch:default", "dgrad": "triton:sc_", "wgrad": "torch:default"})
 
 

@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .depthwise import _on_device, format_of, sample_span
+from .depthwise import unavailable as _dw_unavailable
 from .wgrad import _as3d, geometry
 
 PREFIX = "triton:sc_"
@@ -144,12 +145,8 @@ def unfit(problem: Any) -> str | None:
                     problem.dtype, problem.n)
 
 
-@functools.lru_cache(maxsize=1)
-def unavailable() -> str | None:
-    """None when Triton can run here, else why not (checked once per process)."""
-    from .depthwise import unavailable as dw_unavailable
-
-    return dw_unavailable()
+# None when Triton can run here, else why not: one check (and one cache) for every kernel
+unavailable = _dw_unavailable
 
 
 @functools.lru_cache(maxsize=1)

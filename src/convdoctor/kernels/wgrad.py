@@ -36,6 +36,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .depthwise import unavailable as _dw_unavailable
+
 PREFIX = "triton:wg_"
 _CFG_RE = re.compile(r"^m(\d+)n(\d+)l(\d+)w(\d+)s(\d+)(r?)(?:v(\d+))?$")
 # programs per SM the split aims for, and the fewest BLOCK_L steps a program takes
@@ -148,12 +150,8 @@ def split_for(tiles: int, positions: int, block_l: int, sms: int,
     return -(-positions // chunk), chunk
 
 
-@functools.lru_cache(maxsize=1)
-def unavailable() -> str | None:
-    """None when Triton can run here, else why not (checked once per process)."""
-    from .depthwise import unavailable as dw_unavailable
-
-    return dw_unavailable()
+# None when Triton can run here, else why not: one check (and one cache) for every kernel
+unavailable = _dw_unavailable
 
 
 @functools.lru_cache(maxsize=1)

@@ -63,6 +63,16 @@ class _TritonExec:
     def is_noop(self) -> bool:
         return False
 
+    def _only(self, direction: str, what: str, asked_other: bool) -> None:
+        """Raise unless tuned for `direction` and asked for nothing but `what`."""
+        if asked_other or self.direction != direction:
+            raise RuntimeError(f"{self.key} was tuned for {self.direction}; it computes {what} "
+                               "only")
+
+    def _ungrouped(self, a: ConvArgs, *ts: torch.Tensor) -> None:
+        if a.transposed or a.groups != 1 or len({t.dtype for t in ts}) != 1:
+            raise RuntimeError(f"{self.key}: not an ungrouped convolution of one dtype")
+
     def _bias_grad(self, gy: torch.Tensor) -> torch.Tensor:
         return gy.sum(dim=self._bias_dims)
 
@@ -97,8 +107,7 @@ class TritonDwExec(_TritonExec):
     def backward(self, gy: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
                  bias_sizes: list[int] | None, a: ConvArgs, mask: tuple[bool, bool, bool]
                  ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
-        if mask[1] or self.direction != "dgrad":
-            raise RuntimeError(f"{self.key} was tuned for {self.direction}; it computes dx only")
+        self._only("dgrad", "dx", mask[1])
         self._check(x, w, a)
         gx = gb = None
         if mask[0]:
@@ -125,10 +134,8 @@ class TritonWgExec(_TritonExec):
     def backward(self, gy: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
                  bias_sizes: list[int] | None, a: ConvArgs, mask: tuple[bool, bool, bool]
                  ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
-        if mask[0] or self.direction != "wgrad":
-            raise RuntimeError(f"{self.key} was tuned for {self.direction}; it computes dw only")
-        if a.transposed or a.groups != 1 or x.dtype != gy.dtype or x.dtype != w.dtype:
-            raise RuntimeError(f"{self.key}: not an ungrouped convolution of one dtype")
+        self._only("wgrad", "dw", mask[0])
+        self._ungrouped(a, x, gy, w)
         gw = gb = None
         if mask[1]:
             gw = torch.empty(w.shape, dtype=w.dtype, device=w.device,
@@ -153,10 +160,8 @@ class TritonScExec(_TritonExec):
     def backward(self, gy: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
                  bias_sizes: list[int] | None, a: ConvArgs, mask: tuple[bool, bool, bool]
                  ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
-        if mask[1] or self.direction != "dgrad":
-            raise RuntimeError(f"{self.key} was tuned for {self.direction}; it computes dx only")
-        if a.transposed or a.groups != 1 or gy.dtype != w.dtype:
-            raise RuntimeError(f"{self.key}: not an ungrouped convolution of one dtype")
+        self._only("dgrad", "dx", mask[1])
+        self._ungrouped(a, gy, w)
         gx = gb = None
         if mask[0]:
             gy = _dense(gy)
