@@ -10,6 +10,8 @@ prior contents, in one process, with the tuner's timer:
 
 - `fresh`: a new allocation, untouched; then the same buffer zeroed, filled with 0xff, with random
   bytes, and after another plan ran in it;
+- `padded`: the workspace at offset 0, 4 KiB or 1 MiB + 68 KiB of fresh buffers 0, 2, 8 or
+  64 MiB longer than it; `tuner_geometry`: the tuner's buffer (3 steps longer, four views);
 - `written`: which bytes one call of each plan writes (the buffer filled with a sentinel first):
   the first and last changed byte and the count, so the part the plan reads back is known.
 
@@ -62,7 +64,7 @@ def main() -> None:
 
     gen = torch.Generator(device="cuda:0")
     gen.manual_seed(5)
-    for rep in range(2):
+    for rep in range(int(os.environ.get("WSP_FILL_REPS", "2"))):
         for plan in plans:
             ws = torch.empty(nbytes, dtype=torch.uint8, device="cuda:0")
             measure("fresh", plan, ws, state="untouched", rep=rep)
@@ -78,6 +80,27 @@ def main() -> None:
                     measure("fresh", plan, ws, state=f"zero+{other.name}", rep=rep)
             del ws
             torch.cuda.empty_cache()
+    # the workspace at offset OFF of a fresh buffer PAD bytes longer than it needs (all buffers
+    # allocated first and kept, so each has its own memory), then the tuner's geometry: one
+    # buffer of 3 * STEP + bytes, views at 0, STEP, 2 STEP, 3 STEP
+    from convdoctor.tune.gpu.placement import WORKSPACE_STEP as STEP
+
+    mib = 1 << 20
+    shapes = [(pad, off) for pad in (0, 2 * mib, 8 * mib, 64 * mib)
+              for off in (0, 4096, STEP) if off <= pad] * 2
+    bufs = [torch.empty(nbytes + pad, dtype=torch.uint8, device="cuda:0") for pad, _ in shapes]
+    for (pad, off), buf in zip(shapes, bufs, strict=True):
+        for plan in plans:
+            measure("padded", plan, buf[off:off + nbytes], pad=pad, off=off)
+    del bufs
+    for i in range(3):
+        buf = torch.empty(3 * STEP + nbytes, dtype=torch.uint8, device="cuda:0")
+        for slot in range(4):
+            for plan in plans:
+                measure("tuner_geometry", plan, buf[slot * STEP:slot * STEP + nbytes], buf=i,
+                        slot=slot)
+        del buf
+        torch.cuda.empty_cache()
     for plan in plans:
         ws = torch.empty(nbytes, dtype=torch.uint8, device="cuda:0")
         for sentinel in (0, 255):
