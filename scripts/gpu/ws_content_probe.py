@@ -80,6 +80,18 @@ def main() -> None:
                     measure("fresh", plan, ws, state=f"zero+{other.name}", rep=rep)
             del ws
             torch.cuda.empty_cache()
+    if os.environ.get("WSP_SWEEP"):  # only: ALLOCS fresh buffers x offsets 0, 4 KiB, STEP, 2 STEP
+        from convdoctor.tune.gpu.placement import WORKSPACE_STEP as STEP
+
+        offs = (0, 4096, STEP, 2 * STEP)
+        bufs = [torch.empty(nbytes + 2 * STEP, dtype=torch.uint8, device="cuda:0")
+                for _ in range(int(os.environ["WSP_SWEEP"]))]
+        for i, buf in enumerate(bufs):
+            for off in offs:
+                for plan in plans:
+                    measure("sweep", plan, buf[off:off + nbytes], buf=i, off=off,
+                            ws_bytes=plan.workspace_bytes)
+        return
     # the workspace at offset OFF of a fresh buffer PAD bytes longer than it needs (all buffers
     # allocated first and kept, so each has its own memory), then the tuner's geometry: one
     # buffer of 3 * STEP + bytes, views at 0, STEP, 2 STEP, 3 STEP
