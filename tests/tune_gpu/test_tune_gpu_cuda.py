@@ -283,6 +283,97 @@ def test_a_plan_runner_rotates_its_workspace_address_with_the_placement(backend)
     r.close()
 
 
+# a wgrad whose eng68/eng67 plans keep NHWC copies of x and dy in a workspace of ~10 MB
+WS_PROBLEM = "wgrad n=8 c=64 h=56 w=56 k=64 r=3 s=3 pad=1 dtype=float32 math=tf32"
+
+
+def _guarded_plan(backend, p: ConvProblem):  # noqa: ANN202, ANN001
+    from convdoctor.tune.gpu import wsguard
+
+    cands = backend.candidates(p)
+    c = next((c for c in cands if c.key.startswith("cudnn:")
+              and c.workspace_bytes >= wsguard.GUARD_MIN_BYTES), None)
+    if c is None:
+        pytest.skip(f"no plan with a workspace of >= 1 MiB for {p.short()} here")
+    return c
+
+
+def test_a_plan_runner_guards_each_slot_workspace_gpu(backend, monkeypatch) -> None:
+    """Session 29: a plan's speed can follow the memory behind its workspace (+22%); the runner
+    holds every slot's workspace to the fastest it saw, as `optimize` does. With the tolerance
+    below zero every workspace counts as slow, so each slot tries `TRIES` and keeps the fastest
+    - the replacing path runs for real, and the plan stays correct on what it kept."""
+    from convdoctor.tune.gpu import wsguard
+
+    monkeypatch.delenv("CONVDOCTOR_WS_GUARD", raising=False)
+    p = P(WS_PROBLEM)
+    c = _guarded_plan(backend, p)
+    r = backend.prepare(p, c)
+    r.warmup()
+    assert all(t > 0 for t in r.time(2, slot=0))
+    assert len(r.ws_guard) == r.placements
+    ref = r.ws_guard[0].reference_s
+    for res in r.ws_guard:
+        assert res.reference_s == ref
+        if res.replaced:
+            assert res.times_s[0] > ref * (1 + wsguard.TOLERANCE)
+        else:
+            assert res.times_s[0] <= ref * (1 + wsguard.TOLERANCE)
+    r.close()
+    monkeypatch.setattr(wsguard, "TOLERANCE", -1.0)
+    r = backend.prepare(p, c)
+    r.warmup()
+    r.time(1, slot=0)
+    assert len(r.ws_guard) == r.placements
+    for slot, res in enumerate(r.ws_guard):
+        assert len(res.times_s) == wsguard.TRIES
+        assert res.times_s[res.kept] == min(res.times_s)
+        r._cur = slot
+        assert r.workspace.numel() >= c.workspace_bytes
+    r._cur = 0
+    assert ("wsguard" in r.timing_mode) == any(x.replaced for x in r.ws_guard)
+    for slot in range(r.placements):
+        assert all(t > 0 for t in r.time(2, slot=slot))
+    assert r.check().ok
+    r.close()
+    monkeypatch.setenv("CONVDOCTOR_WS_GUARD", "0")
+    r = backend.prepare(p, c)
+    r.warmup()
+    r.time(1)
+    assert r.ws_guard == []
+    r.close()
+
+
+def test_the_runtime_plan_guards_its_workspace_gpu(monkeypatch) -> None:
+    """`PlanExec` with a reference: a reference it meets keeps the plan's workspace; one it cannot
+    meet makes it try `TRIES` workspaces, adopt the fastest, and still compute the gradient."""
+    import torch
+
+    from convdoctor.runtime.plans import PlanExec
+    from convdoctor.tune.gpu import wsguard
+    from convdoctor.tune.gpu.backend import CudaBackend
+
+    pytest.importorskip("cudnn")
+    monkeypatch.delenv("CONVDOCTOR_WS_GUARD", raising=False)
+    p = P(WS_PROBLEM)
+    c = _guarded_plan(CudaBackend(max_extra=0, enum_budget_s=1.0), p)
+    ex = PlanExec.build(c.key, p, reference_s=10.0)
+    assert ex.guard is not None and not ex.guard.replaced and len(ex.guard.times_s) == 1
+    ex = PlanExec.build(c.key, p, reference_s=1e-9)
+    g = ex.guard
+    assert g is not None and len(g.times_s) == wsguard.TRIES
+    assert g.times_s[g.kept] == min(g.times_s)
+    assert ex.plan.workspace() is ex.workspace
+    x = torch.randn(8, 64, 56, 56, device="cuda")
+    dy = torch.randn(8, 64, 56, 56, device="cuda")
+    dw = torch.empty(64, 64, 3, 3, device="cuda")
+    ex._run(x, dy, dw)
+    ref = torch.ops.aten.convolution_backward(dy.double(), x.double(), dw.double(), None, [1, 1],
+                                              [1, 1], [1, 1], False, [0, 0], 1,
+                                              [False, True, False])[1]
+    assert torch.allclose(dw.double(), ref, rtol=5e-3, atol=5e-3 * ref.abs().max().item())
+
+
 def test_twin_runs_a_candidate_in_the_heuristic_process(backend) -> None:
     from convdoctor.tune.backend import Candidate, CandidateUnsupported
 

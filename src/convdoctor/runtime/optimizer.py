@@ -654,7 +654,18 @@ def _baseline(result: Any) -> tuple[str, float | None]:
     return "", None
 
 
-def _executors(keys: list[str], problem: Any, dev: str, notes: list[str]) -> list[Any]:
+def _tuned_s(result: Any, key: str) -> float | None:
+    """The tuned median of `key` in a tuning result (None: not measured there)."""
+    s = result.stats_for(key) if result is not None and hasattr(result, "stats_for") else None
+    return None if s is None or s.median_s is None else float(s.median_s)
+
+
+def _executors(keys: list[str], problem: Any, dev: str, notes: list[str],
+               result: Any = None) -> list[Any]:
+    """Executors for `keys`, in order (those that do not build here are skipped with a note). The
+    first one, when a cuDNN plan, has its workspace held to its tuned time in `result`
+    (`PlanExec.guard_workspace`; the fallbacks behind it are not timed: they rarely run); a
+    replaced workspace is noted."""
     out: list[Any] = []
     for key in keys:
         if _is_plan(key):
@@ -664,7 +675,10 @@ def _executors(keys: list[str], problem: Any, dev: str, notes: list[str]) -> lis
                 from .plans import DualPlanExec, PlanExec
 
                 cls = DualPlanExec if key.startswith(DUAL_PREFIX) else PlanExec
-                out.append(cls.build(key, problem))
+                ex = cls.build(key, problem, None if out else _tuned_s(result, key))
+                out.append(ex)
+                if ex.guard is not None and ex.guard.replaced:
+                    notes.append(f"{key} for {problem.short()}: {ex.guard.summary()}")
             except Exception as exc:  # noqa: BLE001 - a plan that does not build is skipped
                 notes.append(f"{key} for {problem.short()} not used: {type(exc).__name__}: {exc}")
             continue
@@ -851,7 +865,7 @@ def _build_routes(sites: dict[str, _site.Site], records: dict[str, list[dict[str
                         if p.key() not in exec_cache:
                             exec_cache[p.key()] = _executors(
                                 _ranked_keys(res, s.transposed, plan_penalty(train)), p, dev,
-                                report.notes)
+                                report.notes, res)
                         tuned_execs = exec_cache[p.key()]
                         if graph_routes:
                             gk = ("graph", p.key())
@@ -859,7 +873,7 @@ def _build_routes(sites: dict[str, _site.Site], records: dict[str, list[dict[str
                                 keys_g = _ranked_keys(res, s.transposed, plan_penalty_s=0.0)
                                 same = keys_g == [ex.key for ex in tuned_execs]
                                 exec_cache[gk] = [] if same else _executors(keys_g, p, dev,
-                                                                            report.notes)
+                                                                            report.notes, res)
                             graph_execs = exec_cache[gk]
                         chosen = tuned_execs[0].key if tuned_execs else ""
                         ws = res.stats_for(chosen) if chosen else None
@@ -917,7 +931,7 @@ class _FirstSight:
                     res = tuning.lookup(p) or tuning.tune(p)
                     if res is not None and res.winner is not None:
                         execs = _executors(_ranked_keys(res, False, plan_penalty(self.train)),
-                                           p, self.dev, [])
+                                           p, self.dev, [], res)
                 chains[d] = _site.build_chain(execs, self.dev)
         finally:
             tuning.close()

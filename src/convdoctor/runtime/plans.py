@@ -20,7 +20,8 @@ from .execs import ConvArgs
 class PlanExec:
     kind = "cudnn"
 
-    def __init__(self, key: str, problem: Any, plan: Any) -> None:
+    def __init__(self, key: str, problem: Any, plan: Any, reference_s: float | None = None
+                 ) -> None:
         from ..tune.gpu import policy
 
         self.key = key
@@ -28,20 +29,57 @@ class PlanExec:
         self.direction = problem.direction
         self.plan = plan
         self.workspace = plan.workspace()
+        # what the workspace guard did (None: not guarded; see `guard_workspace`)
+        self.guard: Any = None
+        if reference_s is not None:
+            self.guard_workspace(reference_s)
         shapes = policy.role_shapes(problem)
         self._shape = {r: tuple(s) for r, s in shapes.items()}
         self._strides = {r: tuple(policy.logical_strides(problem, r)) for r in shapes}
         self._bias_dims = [0, *range(2, 2 + problem.ndim)]
 
     @classmethod
-    def build(cls, key: str, problem: Any) -> PlanExec:
+    def build(cls, key: str, problem: Any, reference_s: float | None = None) -> PlanExec:
         from ..tune.gpu import policy
         from ..tune.gpu.cudnn_plan import ConvPlan
 
         name = policy.plan_name_of(key)
         if name is None:
             raise ValueError(f"{key} is not a cudnn plan key")
-        return cls(key, problem, ConvPlan.build(problem, name))
+        return cls(key, problem, ConvPlan.build(problem, name), reference_s)
+
+    def guard_workspace(self, reference_s: float) -> Any:
+        """`convdoctor.tune.gpu.wsguard`: time the plan with its workspace on scratch tensors of
+        its problem; more than the tolerance slower than `reference_s` (the tuned time), try fresh
+        workspaces and keep the fastest (the plan adopts it). Plans whose workspace is under
+        `wsguard.GUARD_MIN_BYTES` are left alone. Returns the `GuardResult` (None: not guarded)."""
+        from ..tune.gpu import wsguard
+        from ..tune.gpu.cudnn_plan import empty_for
+
+        plan = self.plan
+        if not wsguard.wanted(plan.workspace_bytes) or (
+                torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()):
+            return None  # (no timing inside a CUDA graph capture)
+        pp = plan.problem  # the dual's problem for a cudnn-dual plan
+        dev = self.workspace.device
+        (ra, rb), ro = plan.input_roles, plan.output_role
+        a, b = (empty_for(pp, r, dev).uniform_(-1, 1) for r in (ra, rb))
+        out = empty_for(pp, ro, dev)
+        nbytes = max(1, plan.workspace_bytes)
+
+        def time_of(ws: torch.Tensor) -> float:
+            return wsguard.time_with(lambda: plan.execute(a, b, out, workspace=ws, check=False),
+                                     device=plan.device)
+
+        def fresh() -> torch.Tensor:
+            return torch.empty(nbytes, dtype=torch.uint8, device=dev)
+
+        ws, res = wsguard.choose(self.workspace, fresh, time_of, reference_s=reference_s)
+        if res.replaced:
+            plan.adopt_workspace(ws)
+        self.workspace = ws
+        self.guard = res
+        return res
 
     def _fit(self, role: str, t: torch.Tensor) -> torch.Tensor:
         want = self._strides[role]
@@ -108,17 +146,18 @@ class DualPlanExec(PlanExec):
     with the weight flipped and channel-swapped first by one gather (`convdoctor.tune.xform`), as
     the tuner timed it."""
 
-    def __init__(self, key: str, problem: Any, plan: Any) -> None:
+    def __init__(self, key: str, problem: Any, plan: Any, reference_s: float | None = None
+                 ) -> None:
         from ..tune.gpu import policy
 
-        super().__init__(key, problem, plan)
+        super().__init__(key, problem, plan, reference_s)
         dual = plan.problem
         self._wt_shape = tuple(dual.w_shape())
         self._wt_strides = tuple(policy.logical_strides(dual, "w"))
         self._index = xform.index_for(problem, dual, device=f"cuda:{plan.device}")
 
     @classmethod
-    def build(cls, key: str, problem: Any) -> DualPlanExec:
+    def build(cls, key: str, problem: Any, reference_s: float | None = None) -> DualPlanExec:
         from ..tune.gpu import policy
         from ..tune.gpu.cudnn_plan import ConvPlan
 
@@ -127,7 +166,7 @@ class DualPlanExec(PlanExec):
         if name is None or dual is None:
             raise ValueError(f"{key} does not apply to {problem.short()} (a cudnn-dual plan runs "
                              "stride-1 fprop and dgrad only)")
-        return cls(key, problem, ConvPlan.build(dual, name))
+        return cls(key, problem, ConvPlan.build(dual, name), reference_s)
 
     def _weight(self, w: torch.Tensor) -> torch.Tensor:
         # detached: `index_select(out=)` refuses inputs that need grad (double backward, where

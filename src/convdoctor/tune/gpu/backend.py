@@ -296,6 +296,10 @@ class CudnnPlanRunner(_Runner):
             raise CandidateUnsupported(str(exc)) from None
         super().__init__(backend, problem, candidate)
         self._ws_views = self._workspaces()
+        self._ws_forced: Any = None   # the workspace under test while the guard times one
+        self._ws_spares: list[Any] = []  # fresh workspaces the guard kept for slow slots
+        self.ws_guard: list[Any] = []  # wsguard.GuardResult per placement slot, once guarded
+        self._guarded = False
 
     @staticmethod
     def _plan_of(problem: ConvProblem, candidate: Candidate) -> tuple[ConvProblem, str]:
@@ -319,8 +323,60 @@ class CudnnPlanRunner(_Runner):
 
     @property
     def workspace(self) -> Any:
+        if self._ws_forced is not None:
+            return self._ws_forced
         views = self._ws_views
         return views[self._cur % len(views)]
+
+    def _guard_workspaces(self) -> None:
+        """`wsguard`: each placement slot's workspace, timed on the first placement's tensors, is
+        held to the fastest of them and of one fresh workspace; a slot more than the tolerance
+        slower gets a fresh workspace that is not (or the fastest of `wsguard.TRIES`), as
+        `optimize` replaces a slow one. So the slots vary the tensors' placement (which a user
+        cannot choose) and not the workspace's (which the runtime does)."""
+        import torch
+
+        from . import wsguard
+
+        self._guarded = True
+        if not wsguard.wanted(self.plan.workspace_bytes):
+            return
+        nbytes = max(1, self.plan.workspace_bytes)
+        dev = f"cuda:{self.device}"
+
+        def fresh() -> Any:
+            return torch.empty(nbytes, dtype=torch.uint8, device=dev)
+
+        def time_of(ws: Any) -> float:
+            self._ws_forced = ws
+            try:
+                return wsguard.time_with(self.run, device=self.device, samples=3)
+            finally:
+                self._ws_forced = None
+
+        times = [time_of(v) for v in self._ws_views]
+        probe = fresh()  # held until the slots are decided: their fresh tries are new memory
+        ref = min([*times, time_of(probe)])
+        views = list(self._ws_views)
+        for i, v in enumerate(views):
+            ws, res = wsguard.choose(v, fresh, time_of, reference_s=ref, first_s=times[i])
+            if res.replaced:
+                self._ws_spares.append(ws)
+                views[i] = ws
+            self.ws_guard.append(res)
+        self._ws_views = views
+        del probe
+
+    def time(self, reps: int, slot: int | None = None) -> list[float]:
+        if not self._guarded:
+            self._guard_workspaces()
+        out = super().time(reps, slot)
+        moved = [i for i, r in enumerate(self.ws_guard) if r.replaced]
+        if moved:
+            self.timing_mode += " wsguard " + " ".join(
+                f"{i + 1}:{self.ws_guard[i].times_s[0] * 1e6:.0f}->"
+                f"{self.ws_guard[i].times_s[self.ws_guard[i].kept] * 1e6:.0f}us" for i in moved)
+        return out
 
     def run(self) -> Any:
         import torch
@@ -330,6 +386,8 @@ class CudnnPlanRunner(_Runner):
 
     def close(self) -> None:
         self._ws_views = [None]
+        self._ws_spares = []
+        self._ws_forced = None
         super().close()
 
 

@@ -315,6 +315,14 @@ class ConvPlan:
                                           device=f"cuda:{self.device}")
         return self._workspace
 
+    def adopt_workspace(self, ws: Any) -> None:
+        """Make `ws` (a uint8 CUDA buffer of at least `workspace_bytes`) the plan's own workspace:
+        `convdoctor.optimize`'s workspace guard keeps the buffer where the plan runs at its speed,
+        and a later `workspace()` (another executor of this cached plan) gets that one."""
+        if ws.numel() < self.workspace_bytes:
+            raise ValueError(f"workspace of {ws.numel()} B, the plan needs {self.workspace_bytes}")
+        self._workspace = ws
+
     def release_workspace(self) -> None:
         """Drop the plan's own workspace buffer (a later `workspace()` allocates it again). The
         tuner calls this when it is done with a plan: a cached plan must not pin its workspace
