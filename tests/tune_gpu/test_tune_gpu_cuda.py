@@ -315,10 +315,11 @@ def test_a_plan_runner_guards_each_slot_workspace_gpu(backend, monkeypatch) -> N
     ref = r.ws_guard[0].reference_s
     for res in r.ws_guard:
         assert res.reference_s == ref
-        if res.replaced:
-            assert res.times_s[0] > ref * (1 + wsguard.TOLERANCE)
-        else:
-            assert res.times_s[0] <= ref * (1 + wsguard.TOLERANCE)
+        slow = res.times_s[0] > ref * (1 + wsguard.TOLERANCE)
+        # a slow slot tried fresh workspaces and kept the fastest (which may be its own)
+        assert len(res.times_s) == (1 if not slow else len(res.times_s))
+        assert res.times_s[res.kept] == min(res.times_s)
+        assert not res.replaced or slow
     r.close()
     monkeypatch.setattr(wsguard, "TOLERANCE", -1.0)
     r = backend.prepare(p, c)
