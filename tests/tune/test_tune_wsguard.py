@@ -75,6 +75,14 @@ def test_when_every_try_is_slow_the_fastest_of_them_is_kept() -> None:
     assert len(alloc.made) == 2                     # tries counts the first workspace
 
 
+def test_the_module_settings_are_read_per_call(monkeypatch) -> None:
+    monkeypatch.setattr(wsguard, "TOLERANCE", -1.0)   # every workspace counts as slow
+    monkeypatch.setattr(wsguard, "TRIES", 2)
+    alloc = Alloc([580e-6, 570e-6])
+    ws, res = wsguard.choose(Buf(590e-6), alloc, _time_of, reference_s=590e-6)
+    assert len(res.times_s) == 2 and ws.t == 580e-6
+
+
 def test_a_known_first_time_is_not_measured_again() -> None:
     first = Buf(1.0)                                # time_of would say 1 s
     ws, res = wsguard.choose(first, Alloc([]), _time_of, reference_s=590e-6, first_s=591e-6)

@@ -76,14 +76,18 @@ class GuardResult:
 
 def choose(first: Any, fresh: Callable[[], Any], time_of: Callable[[Any], float], *,
            reference_s: float | None = None, first_s: float | None = None,
-           tries: int = TRIES, tolerance: float = TOLERANCE) -> tuple[Any, GuardResult]:
+           tries: int | None = None, tolerance: float | None = None
+           ) -> tuple[Any, GuardResult]:
     """The workspace to keep and what was tried.
 
     `first`: the workspace in hand; `fresh()`: a new one; `time_of(ws)`: seconds per call with it;
     `first_s`: `first`'s time when already measured. Keeps `first` when it is within `tolerance` of
     `reference_s` (no reference: `first` is its own, so it is kept); else tries fresh workspaces,
     all held until the end (a freed one would come back from the allocator on the next try), until
-    one is within the tolerance or `tries` were made, and keeps the fastest."""
+    one is within the tolerance or `tries` were made, and keeps the fastest. `tries` and
+    `tolerance` default to the module's `TRIES` and `TOLERANCE` (read per call)."""
+    tries = TRIES if tries is None else tries
+    tolerance = TOLERANCE if tolerance is None else tolerance
     t0 = time_of(first) if first_s is None else first_s
     res = GuardResult([t0], 0, reference_s)
     if reference_s is None or t0 <= reference_s * (1.0 + tolerance):
