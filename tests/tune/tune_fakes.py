@@ -311,7 +311,12 @@ class _EchoSlotRunner:
         pass
 
     def time(self, reps: int, slot: int | None = None) -> list[float]:
-        return [1e-3 * (slot if slot is not None else -1)] * reps
+        return [1e-3 * (slot if slot is not None else -1) + self.offset] * reps
+
+    offset = 0.0
+
+    def settle(self) -> None:
+        self.offset = 1.0   # after settling, every time reads 1 s more
 
     def check(self) -> Correctness:
         return Correctness(True, 0.0, 1e-4)
@@ -351,6 +356,20 @@ class _OwnSlotRunner(SlotRunner):
         self.placements = placements
 
 
+class _GuardedSlotRunner(_OwnSlotRunner):
+    """An `_OwnSlotRunner` with a workspace guard: `settle()` gives its slow placements fresh
+    workspaces, after which every placement runs at the candidate's true time (session 29: the
+    slowness of Conv2d_4a_3x3's plan followed the memory behind its workspace)."""
+
+    def __init__(self, *args: Any, settled: list[str], **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.settled = settled
+
+    def settle(self) -> None:
+        self.settled.append(self.candidate.key)
+        self.factors = [1.0] * len(self.factors)
+
+
 class AddressSensitiveBackend(SimBackend):
     """Candidates with their OWN factor per placement (`factors[key]`, default all 1.0): e.g. a
     split-K plan fast on 3 of 4 workspace addresses and 15% slower on the fourth.
@@ -368,6 +387,20 @@ class AddressSensitiveBackend(SimBackend):
         f = self.factors.get(candidate.key, [1.0] * self.count)
         return _OwnSlotRunner(self.world, self.by_key[candidate.key], candidate, f, self.calls,
                               self.count if self.report_placements else 1)
+
+
+class GuardedBackend(AddressSensitiveBackend):
+    """`AddressSensitiveBackend` whose runners have the workspace guard (`settle`); `settled`
+    lists the keys whose runner the harness settled."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.settled: list[str] = []
+
+    def prepare(self, problem: ConvProblem, candidate: Candidate) -> SimRunner:
+        f = list(self.factors.get(candidate.key, [1.0] * self.count))
+        return _GuardedSlotRunner(self.world, self.by_key[candidate.key], candidate, f,
+                                  self.calls, self.count, settled=self.settled)
 
 
 # ---------------------------------------------------------------------- hung listing steps

@@ -299,8 +299,9 @@ def _guarded_plan(backend, p: ConvProblem):  # noqa: ANN202, ANN001
 
 
 def test_a_plan_runner_guards_each_slot_workspace_gpu(backend, monkeypatch) -> None:
-    """Session 29: a plan's speed can follow the memory behind its workspace (+22%); the runner
-    holds every slot's workspace to the fastest it saw, as `optimize` does. With the tolerance
+    """Session 29: a plan's speed can follow the memory behind its workspace (+22%); settled (the
+    harness settles finalists), the runner holds every slot's workspace to the fastest it saw, as
+    `optimize` does. With the tolerance
     below zero every workspace counts as slow, so each slot tries `TRIES` and keeps the fastest
     - the replacing path runs for real, and the plan stays correct on what it kept."""
     from convdoctor.tune.gpu import wsguard
@@ -311,6 +312,8 @@ def test_a_plan_runner_guards_each_slot_workspace_gpu(backend, monkeypatch) -> N
     r = backend.prepare(p, c)
     r.warmup()
     assert all(t > 0 for t in r.time(2, slot=0))
+    assert r.ws_guard == []                         # the guard waits for the harness's settle()
+    r.settle()
     assert len(r.ws_guard) == r.placements
     ref = r.ws_guard[0].reference_s
     for res in r.ws_guard:
@@ -325,6 +328,7 @@ def test_a_plan_runner_guards_each_slot_workspace_gpu(backend, monkeypatch) -> N
     monkeypatch.setattr(wsguard, "TOLERANCE", -1.0)
     r = backend.prepare(p, c)
     r.warmup()
+    r.settle()
     r.time(1, slot=0)
     assert len(r.ws_guard) == r.placements
     for slot, res in enumerate(r.ws_guard):
@@ -341,7 +345,7 @@ def test_a_plan_runner_guards_each_slot_workspace_gpu(backend, monkeypatch) -> N
     monkeypatch.setenv("CONVDOCTOR_WS_GUARD", "0")
     r = backend.prepare(p, c)
     r.warmup()
-    r.time(1)
+    r.settle()
     assert r.ws_guard == []
     r.close()
 

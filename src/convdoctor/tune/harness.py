@@ -428,6 +428,24 @@ class Harness:
                 self._close(lv)
         return finalists
 
+    def _settle(self, finalists: list[_Live]) -> None:
+        """Before sampling, a finalist's runner may settle what the runtime would settle too (a
+        cuDNN plan runner: its workspace guard, `convdoctor.tune.gpu.wsguard`). Only finalists:
+        the guard times the plan several times, and the screen's best-round rule already keeps a
+        plan that one slow placement would slow."""
+        for lv in finalists:
+            settle = getattr(lv.runner, "settle", None)
+            if not lv.active or not callable(settle):
+                continue
+            t0 = self.cfg.now()
+            try:
+                settle()
+            except CandidateUnsupported as exc:
+                self._unsupported(lv, exc)
+            except Exception as exc:  # noqa: BLE001
+                self._fail(lv, f"settle failed: {type(exc).__name__}: {exc}")
+            lv.stats.cost_s += self.cfg.now() - t0
+
     def _sample(self, finalists: list[_Live]) -> None:
         """Round-robin batches until every contender's ratio to the leader, and the leader's
         median, have CIs within `target_rel_ci` (or the time cap). Slower ones drop out early."""
@@ -645,6 +663,7 @@ class Harness:
                     self.note(f"warm up {lv.stats.candidate.key}")
                     self._warmup(lv)
             finalists = self._screen(lives)
+            self._settle(finalists)
             self.note(f"sampling {len(finalists)} finalists")
             self._sample(finalists)
             for lv in lives:

@@ -153,6 +153,7 @@ class _ProxyRunner:
         self.rid: int | None = None
         self.generation = -1
         self.warm = False
+        self.settled = False
         self.timing_mode = ""
         # buffer placements are the worker-side runner's business: pass the round through (and
         # learn how many it has when it is prepared)
@@ -168,11 +169,17 @@ class _ProxyRunner:
             self.generation = self.owner.generation
             if self.warm:  # prepared again in a fresh worker: repeat the warm-up it had
                 self.owner.call({"op": "warmup", "id": self.rid})
+            if self.settled:  # ... and the settling
+                self.owner.call({"op": "settle", "id": self.rid})
         return self.rid
 
     def warmup(self) -> None:
         self.owner.call({"op": "warmup", "id": self._ensure()})
         self.warm = True
+
+    def settle(self) -> None:
+        self.owner.call({"op": "settle", "id": self._ensure()})
+        self.settled = True
 
     def time(self, reps: int, slot: int | None = None) -> list[float]:
         msg: dict[str, Any] = {"op": "time", "id": self._ensure(), "reps": int(reps)}
@@ -577,6 +584,10 @@ def serve(spec: str) -> int:
                 reply = {"id": next_id, "placements": int(getattr(r, "placements", 1) or 1)}
             elif op == "warmup":
                 runners[msg["id"]].warmup()
+            elif op == "settle":
+                settle = getattr(runners[msg["id"]], "settle", None)
+                if callable(settle):
+                    settle()
             elif op == "time":
                 r = runners[msg["id"]]
                 slot = msg.get("slot")

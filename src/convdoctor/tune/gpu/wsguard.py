@@ -17,8 +17,11 @@ The workspace is the one buffer a plan's user allocates for it, so a user of the
 it: time the plan with its workspace; if it is more than `TOLERANCE` slower than the reference,
 allocate another (the rejected ones stay allocated until the choice is made, so each try gets new
 memory) and keep the fastest of at most `TRIES`. `convdoctor.optimize` does this with the tuned
-time as the reference (`runtime/plans.py`), and the tuner's plan runners do it with their own
-fastest workspace as the reference, so what the tuner ranks is what the runtime will run.
+time as the reference (`runtime/plans.py`: the first plan of each route), and the tuner's plan
+runners do it with their own fastest workspace as the reference when the harness settles its
+finalists before sampling (`Harness._settle`, `CudnnPlanRunner.settle`), so what the tuner ranks is
+what the runtime will run. Finalists only: a guard times its plan five times or more, and the
+screen keeps a plan one slow placement would slow (it drops by the best round, not the mean).
 
 `choose` is the decision alone (no CUDA); `time_with` and `enabled` are the GPU-side parts.
 """
