@@ -7,10 +7,10 @@ NHWC copies of x and dy, which its GEMM then reads) ran 585-597 us with some wor
 random, another plan's leftovers). Which buffers are slow follows the memory behind them, not their
 virtual address: two buffers at the same virtual address, allocated one after the other, read 726
 and 594 us; the same allocation sequence gave the same pattern in every fresh process. About one
-workspace in five to two in five was slow (more often at a buffer's first byte). PyTorch's
-benchmark=True path runs the same kernel and, in the bench's processes, happened to get a fast
-workspace (586-590 us), its heuristic path a slow one (722 us); six other fp32 wgrad eng68 plans
-showed at most 2.6% between buffers. The tuner had rotated 4 workspace offsets inside one buffer
+workspace in four was slow (3 of 12 fresh buffers; 6 of 18 padded ones, more often at a buffer's
+first byte). PyTorch runs the same kernel and draws the same: benchmark=True's path ran 586-590 us
+in some processes and 722-732 us in others, the heuristic path likewise. Six other fp32 wgrad eng68
+plans showed at most 2.6% between buffers. The tuner had rotated 4 workspace offsets inside one buffer
 and, ranking by the mean over them, dropped the plan for a 2.2% slower one that no buffer slows.
 
 The workspace is the one buffer a plan's user allocates for it, so a user of the plan can choose
@@ -40,8 +40,8 @@ GUARD_MIN_BYTES = 1 << 20
 # A workspace more than this much slower than the reference is replaced (the slow buffers of the
 # probe were 22% slower; buffer-to-buffer spread of the insensitive plans stayed under 2.6%).
 TOLERANCE = 0.05
-# Workspaces tried at most per guard, the first included (at one slow draw in 2.5, three tries
-# all slow about one time in 16).
+# Workspaces tried at most per guard, the first included (at the probes' one slow buffer in four,
+# three tries are all slow about one time in 64).
 TRIES = 3
 # Timed calls per try (median), after one warm-up call.
 SAMPLES = 5
