@@ -1,0 +1,185 @@
+"""Forward convolution as an implicit GEMM in Triton, reading NCHW (or channels-last) in place.
+
+PROBE STAGE (session 29): measured by `scripts/gpu/fp_probe.py`, not yet a tuner candidate or a
+runtime route. Why it might pay: on the H100, cuDNN's fastest fp32 NCHW forward plans for mid-size
+layers (eng67) copy x to NHWC in their workspace, run a Hopper GEMM and write NCHW back; Inception
+Mixed_6b.branch7x7_2 (32x128x17x17, 1x7) ran 23.4 us for 2.1 GFLOP and 9.5 MB - a quarter of
+either roofline - and such rows sit just under the 1.10x line of issue 5's forward share.
+
+    y[n, k, oh, ow] = sum over (c, r, s) of x[n, c, oh*SH - PH + r*DH, ow*SW - PW + s*DW] * w[k, c, r, s]
+
+A program computes a [BLOCK_M output positions x BLOCK_N output channels] tile of y: for each
+kernel tap (r, s) it gathers the input tile [BLOCK_M x BLOCK_C] (padding is a masked load whose
+test depends on the position only) and the weight tile [BLOCK_C x BLOCK_N] per BLOCK_C channels
+and accumulates their product with `tl.dot` in fp32 (TF32 inputs only where the math mode allows).
+Positions run along M over (n, oh, ow), so in NCHW the loads of x and the stores of y are
+contiguous along the tile's long side. 1D problems are 2D ones with height 1.
+
+Configurations: "m<BM>n<BN>c<BC>w<W>s<S>" (`parse_config`).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .depthwise import unavailable as _dw_unavailable
+from .wgrad import geometry
+
+_CFG_RE = re.compile(r"^m(\d+)n(\d+)c(\d+)w(\d+)s(\d+)$")
+# the configurations the probe sweeps
+CONFIGS = ("m128n64c32w4s3", "m128n128c32w8s3", "m64n64c32w4s4", "m64n128c32w4s3",
+           "m128n64c16w4s4", "m64n32c32w4s3", "m256n64c32w8s3", "m128n128c16w8s4",
+           "m64n64c64w4s3", "m128n32c32w4s3")
+
+unavailable = _dw_unavailable
+
+
+@dataclass(frozen=True)
+class Config:
+    block_m: int
+    block_n: int
+    block_c: int
+    warps: int
+    stages: int
+
+    @property
+    def name(self) -> str:
+        return f"m{self.block_m}n{self.block_n}c{self.block_c}w{self.warps}s{self.stages}"
+
+
+@functools.lru_cache(maxsize=256)
+def parse_config(name: str) -> Config:
+    """'m128n64c32w4s3' -> Config(128, 64, 32, 4, 3); ValueError for anything else."""
+    m = _CFG_RE.match(name)
+    if not m:
+        raise ValueError(f"not a forward kernel configuration: {name!r} (expected like "
+                         "m128n64c32w4s3)")
+    bm, bn, bc, w, s = (int(g) for g in m.groups())
+    for v in (bm, bn, bc, w):
+        if v & (v - 1):
+            raise ValueError(f"{name!r}: tile sizes and warps must be powers of two")
+    if min(bm, bn, bc) < 16 or max(bm, bn, bc) > 256:
+        raise ValueError(f"{name!r}: tile sizes must be 16 to 256 (tl.dot's shapes)")
+    if not 1 <= w <= 16 or not 1 <= s <= 6:
+        raise ValueError(f"{name!r}: 1-16 warps and 1-6 stages")
+    return Config(bm, bn, bc, w, s)
+
+
+@functools.lru_cache(maxsize=1)
+def _kernel() -> Any:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def fp_kernel(x, w, y,
+                  NB: tl.constexpr, C: tl.constexpr, H: tl.constexpr, W: tl.constexpr,
+                  K: tl.constexpr, OH: tl.constexpr, OW: tl.constexpr,
+                  x_n: tl.constexpr, x_c: tl.constexpr, x_h: tl.constexpr, x_w: tl.constexpr,
+                  w_k: tl.constexpr, w_c: tl.constexpr, w_r: tl.constexpr, w_s: tl.constexpr,
+                  y_n: tl.constexpr, y_k: tl.constexpr, y_h: tl.constexpr, y_w: tl.constexpr,
+                  KR: tl.constexpr, KS: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
+                  PH: tl.constexpr, PW: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+                  PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  BLOCK_C: tl.constexpr, STAGES: tl.constexpr, XT: tl.constexpr):
+        # every size and stride is a compile-time constant; offsets are 32-bit (`run` checks)
+        M: tl.constexpr = NB * OH * OW
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(1)
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_k = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        mm = offs_m < M
+        km = offs_k < K
+        nn = offs_m // (OH * OW)
+        pos = offs_m % (OH * OW)
+        oh = pos // OW
+        ow = pos % OW
+        CHECK_H: tl.constexpr = PH > 0 or (OH - 1) * SH + (KR - 1) * DH - PH >= H
+        CHECK_W: tl.constexpr = PW > 0 or (OW - 1) * SW + (KS - 1) * DW - PW >= W
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for t in range(KR * KS):
+            rr = t // KS
+            ss = t % KS
+            ih = oh * SH - PH + rr * DH
+            iw = ow * SW - PW + ss * DW
+            pm = mm
+            if CHECK_H:
+                pm = pm & (ih >= 0) & (ih < H)
+            if CHECK_W:
+                pm = pm & (iw >= 0) & (iw < W)
+            paddr = nn * x_n + ih * x_h + iw * x_w
+            wtap = w + rr * w_r + ss * w_s
+            for c0 in tl.range(0, C, BLOCK_C, num_stages=STAGES):
+                offs_c = c0 + tl.arange(0, BLOCK_C)
+                cm = offs_c < C
+                if XT:  # [BLOCK_C, BLOCK_M]: lanes along positions (contiguous in NCHW)
+                    at = tl.load(x + (offs_c[:, None] * x_c + paddr[None, :]),
+                                 mask=cm[:, None] & pm[None, :], other=0.0)
+                    a = tl.trans(at)
+                else:  # [BLOCK_M, BLOCK_C]: lanes along channels (contiguous in channels-last)
+                    a = tl.load(x + (paddr[:, None] + offs_c[None, :] * x_c),
+                                mask=pm[:, None] & cm[None, :], other=0.0)
+                b = tl.load(wtap + (offs_c[:, None] * w_c + offs_k[None, :] * w_k),
+                            mask=cm[:, None] & km[None, :], other=0.0)
+                acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        out = acc.to(y.dtype.element_ty)
+        yaddr = nn * y_n + oh * y_h + ow * y_w
+        if XT:
+            tl.store(y + (offs_k[:, None] * y_k + yaddr[None, :]), tl.trans(out),
+                     mask=km[:, None] & mm[None, :])
+        else:
+            tl.store(y + (yaddr[:, None] + offs_k[None, :] * y_k), out,
+                     mask=mm[:, None] & km[None, :])
+
+    return fp_kernel
+
+
+def _as2d(t: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(N, C, H, W) sizes and strides of a 3- or 4-dim tensor (1D: height 1)."""
+    if t.dim() == 3:
+        return ((int(t.shape[0]), int(t.shape[1]), 1, int(t.shape[2])),
+                (int(t.stride(0)), int(t.stride(1)), 0, int(t.stride(2))))
+    if t.dim() == 4:
+        return tuple(int(v) for v in t.shape), tuple(int(v) for v in t.stride())
+    raise ValueError(f"convdoctor fprop kernel: a {t.dim()}-dim tensor (expected 3 or 4)")
+
+
+def _span(sizes: Sequence[int], strides: Sequence[int]) -> int:
+    return 1 + sum((int(n) - 1) * abs(int(s)) for n, s in zip(sizes, strides, strict=True))
+
+
+def run(x: Any, w: Any, y: Any, *, stride: Sequence[int], pad_pre: Sequence[int],
+        dilation: Sequence[int], config: str, tf32: bool = False) -> Any:
+    """y = conv(x, w) for an ungrouped 1D/2D convolution, written into `y` (its shape fixes the
+    output size, so asymmetric padding needs only `pad_pre`). Returns `y`."""
+    why = unavailable()
+    if why is not None:
+        raise RuntimeError(why)
+    nd = x.dim() - 2
+    if nd not in (1, 2) or w.dim() != x.dim() or y.dim() != x.dim():
+        raise ValueError("convdoctor fprop kernel: 1D or 2D tensors of one rank")
+    (st, pp, dl) = geometry(nd, stride, pad_pre, dilation, "convdoctor fprop kernel")
+    xs, xst = _as2d(x)
+    ws, wst = _as2d(w)
+    ys, yst = _as2d(y)
+    n, c, h, wd = xs
+    k, wc, kr, ks = ws
+    if wc != c or ys[0] != n or ys[1] != k:
+        raise ValueError(f"convdoctor fprop kernel: x {tuple(x.shape)}, w {tuple(w.shape)} and "
+                         f"y {tuple(y.shape)} do not fit (ungrouped only)")
+    if x.dtype != w.dtype or x.dtype != y.dtype:
+        raise ValueError("convdoctor fprop kernel: x, w and y must share a dtype")
+    if max(_span(xs, xst), _span(ys, yst), _span(ws, wst)) >= 2 ** 31:
+        raise ValueError("convdoctor fprop kernel: tensors over 2^31 elements are not handled")
+    cfg = parse_config(config)
+    oh, ow = ys[2], ys[3]
+    xt = xst[3] == 1 or (xst[3] == 0 and yst[3] == 1)  # positions contiguous: NCHW
+    grid = (-(-(n * oh * ow) // cfg.block_m), -(-k // cfg.block_n))
+    prec = "tf32" if (tf32 and x.dtype.is_floating_point and x.element_size() == 4) else "ieee"
+    _kernel()[grid](x, w, y, n, c, h, wd, k, oh, ow, *xst, *wst, *yst, kr, ks, st[1], st[2],
+                    pp[1], pp[2], dl[1], dl[2], prec, cfg.block_m, cfg.block_n, cfg.block_c,
+                    cfg.stages, xt, num_warps=cfg.warps, num_stages=cfg.stages)
+    return y

@@ -1,0 +1,83 @@
+"""The forward implicit-GEMM Triton kernel (probe stage): configurations and, where Triton is
+installed, the kernel under Triton's CPU interpreter against a float64 reference - NCHW and
+channels-last, strides, dilation, asymmetric padding, 1D, channel and output-channel counts that
+are not multiples of the tiles. The GPU figures come from scripts/gpu/fp_probe.py."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from convdoctor.kernels import fprop as fp
+
+
+def test_config_names_parse_and_bad_ones_are_refused() -> None:
+    assert fp.parse_config("m128n64c32w4s3") == fp.Config(128, 64, 32, 4, 3)
+    for name in fp.CONFIGS:
+        assert fp.parse_config(name).name == name
+    for bad in ("m128n64c32w4", "m8n64c32w4s3", "m128n48c32w4s3", "m128n64c32w3s3",
+                "m128n64c512w4s3", "m128n64c32w4s9", "", "m128n64l32w4s3"):
+        with pytest.raises(ValueError):
+            fp.parse_config(bad)
+
+
+def _triton() -> None:
+    why = fp.unavailable()
+    if why is not None:
+        pytest.skip(why)
+
+
+CASES = [
+    # (x shape, w shape, stride, pad_pre, pad_post, dilation, channels_last)
+    ((2, 5, 9, 11), (7, 5, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), False),
+    ((2, 19, 10, 9), (33, 19, 3, 3), (2, 2), (0, 1), (1, 0), (1, 1), False),   # stride, asym
+    ((1, 6, 9, 12), (5, 6, 1, 7), (1, 1), (0, 3), (0, 3), (1, 1), False),      # 1x7
+    ((2, 4, 11, 11), (6, 4, 3, 3), (1, 1), (2, 2), (2, 2), (2, 2), False),     # dilation
+    ((2, 17, 8, 7), (9, 17, 3, 1), (1, 1), (1, 0), (1, 0), (1, 1), True),      # channels-last
+    ((3, 40, 5, 5), (20, 40, 1, 1), (1, 1), (0, 0), (0, 0), (1, 1), False),    # 1x1, C > BLOCK_C
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("config", ["m16n16c16w4s1", "m32n32c32w4s2"])
+def test_the_kernel_matches_a_float64_reference(case, config: str) -> None:
+    _triton()
+    xs, wsz, st, pre, post, dl, cl = case
+    gen = torch.Generator().manual_seed(3)
+    x = torch.rand(xs, generator=gen) * 2 - 1
+    w = torch.rand(wsz, generator=gen) * 2 - 1
+    xp = F.pad(x.double(), [pre[1], post[1], pre[0], post[0]])
+    ref = F.conv2d(xp, w.double(), stride=st, dilation=dl)
+    if cl:
+        x = x.contiguous(memory_format=torch.channels_last)
+        w = w.contiguous(memory_format=torch.channels_last)
+    y = torch.full(ref.shape, float("nan"), dtype=torch.float32)
+    if cl:
+        y = y.contiguous(memory_format=torch.channels_last)
+    fp.run(x, w, y, stride=st, pad_pre=pre, dilation=dl, config=config)
+    assert torch.isfinite(y).all()
+    err = ((y.double() - ref).norm() / ref.norm()).item()
+    assert err < 1e-6, err
+
+
+def test_a_1d_convolution_runs_as_2d_with_height_one() -> None:
+    _triton()
+    gen = torch.Generator().manual_seed(4)
+    x = torch.rand((2, 6, 30), generator=gen) - 0.5
+    w = torch.rand((8, 6, 5), generator=gen) - 0.5
+    ref = F.conv1d(x.double(), w.double(), stride=2, padding=2)
+    y = torch.empty(ref.shape)
+    fp.run(x, w, y, stride=(2,), pad_pre=(2,), dilation=(1,), config="m16n16c16w4s1")
+    assert ((y.double() - ref).norm() / ref.norm()).item() < 1e-6
+
+
+def test_bad_arguments_are_refused_with_a_message() -> None:
+    _triton()
+    x, w = torch.zeros(1, 4, 5, 5), torch.zeros(3, 2, 3, 3)
+    with pytest.raises(ValueError, match="do not fit"):
+        fp.run(x, w, torch.zeros(1, 3, 3, 3), stride=(1, 1), pad_pre=(0, 0), dilation=(1, 1),
+               config="m16n16c16w4s1")
+    with pytest.raises(ValueError, match="one rank"):
+        fp.run(torch.zeros(1, 4, 2, 2, 2), w, w, stride=(1, 1), pad_pre=(0, 0),
+               dilation=(1, 1), config="m16n16c16w4s1")
