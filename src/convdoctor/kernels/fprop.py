@@ -1,7 +1,11 @@
 """Forward convolution as an implicit GEMM in Triton, reading NCHW (or channels-last) in place.
 
-PROBE STAGE (session 29): measured by `scripts/gpu/fp_probe.py`, not yet a tuner candidate or a
-runtime route. Why it might pay: on the H100, cuDNN's fastest fp32 NCHW forward plans for mid-size
+PROBE STAGE (session 29): measured by `scripts/gpu/fp_probe.py`, NOT a tuner candidate or a
+runtime route. This first version lost on all 16 rows probed (H100, fp32 NCHW, TF32: 1.4-5.2x
+slower than the tuned cuDNN paths, e.g. Mixed_7b.branch3x3_2a 39.1 vs 24.6 us, Mixed_6b.branch7x7_2
+98.0 vs 23.4 us; relative error 7.7e-4 against float64); likely causes, not yet measured: the
+weight tile is gathered with a stride of R*S elements, and the NCHW input tile goes through a
+transpose for `tl.dot`. Why it might pay: on the H100, cuDNN's fastest fp32 NCHW forward plans for mid-size
 layers (eng67) copy x to NHWC in their workspace, run a Hopper GEMM and write NCHW back; Inception
 Mixed_6b.branch7x7_2 (32x128x17x17, 1x7) ran 23.4 us for 2.1 GFLOP and 9.5 MB - a quarter of
 either roofline - and such rows sit just under the 1.10x line of issue 5's forward share.
