@@ -10,11 +10,8 @@ error), beside session 29's tuned and benchmark=True times for the row. A child 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import time
-import traceback
 
 S29 = "docs/results/s29/bench_fp32-nchw_fprop_full.json"
 
@@ -76,43 +73,20 @@ def one(spec: str) -> dict:
     return row
 
 
+def _report(row: dict) -> None:
+    errs = max(v.get("rel_err", 0) for v in row["triton"].values())
+    print(f"{row['group'] + '/' + row['name']:36s} s29 tuned {row['s29_tuned_us']:7.1f} bench "
+          f"{row['s29_benchmark_us']:7.1f} | heur {row['torch_heuristic_us']:7.1f} | "
+          f"triton {row['triton_best_us']:7.1f} {row['best_config']} err {errs:.1e}", flush=True)
+    print("   " + " ".join(f"{k}:{v['us']:.1f}" for k, v in row["triton"].items() if "us" in v),
+          flush=True)
+
+
 def main() -> int:
-    if sys.argv[1] == "--one":
-        try:
-            print("ROW " + json.dumps(one(sys.argv[2])), flush=True)
-        except Exception:  # noqa: BLE001
-            print("ROW " + json.dumps({"name": sys.argv[2], "error": traceback.format_exc()[-1500:]}))
-        return 0
-    out = os.environ.get("OUT", ".")
-    deadline = time.time() + float(os.environ.get("AREA_LEFT", "1e9")) - 10
-    rows = []
-    for spec in sys.argv[1:]:
-        left = deadline - time.time()
-        if left < 25:
-            print("deadline: stopping before", spec, flush=True)
-            break
-        try:
-            cp = subprocess.run([sys.executable, __file__, "--one", spec], capture_output=True,
-                                text=True, timeout=min(left, 120))
-            line = next((ln for ln in cp.stdout.splitlines() if ln.startswith("ROW ")), None)
-            row = json.loads(line[4:]) if line else {"name": spec, "error": cp.stderr[-1500:],
-                                                       "rc": cp.returncode}
-        except subprocess.TimeoutExpired:
-            row = {"name": spec, "error": "timeout"}
-        rows.append(row)
-        if "triton_best_us" in row:
-            errs = max(v.get("rel_err", 0) for v in row["triton"].values())
-            print(f"{spec:36s} s29 tuned {row['s29_tuned_us']:7.1f} bench "
-                  f"{row['s29_benchmark_us']:7.1f} | heur {row['torch_heuristic_us']:7.1f} | "
-                  f"triton {row['triton_best_us']:7.1f} {row['best_config']} err {errs:.1e}",
-                  flush=True)
-            print("   " + " ".join(f"{k}:{v['us']:.1f}" for k, v in row["triton"].items()
-                                   if "us" in v), flush=True)
-        else:
-            print(f"{spec}: ERROR {str(row.get('error'))[-400:]}", flush=True)
-        with open(os.path.join(out, "fp_probe.json"), "w") as f:
-            json.dump({"rows": rows}, f, indent=1)
-    return 0
+    from probe_children import main as children
+
+    return children(__file__, one, sys.argv[1:], "fp_probe.json", _report, per_s=120.0,
+                    margin_s=25.0)
 
 
 if __name__ == "__main__":

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
-import traceback
 
 S27 = "docs/results/s27/bench_fp32-nchw_dgrad_full_3referees.json"
 SWEEP = ("k4p256w4", "k8p256w4", "k16p256w4", "k4p512w4", "k8p512w4", "k16p512w8", "k4p1024w4",
@@ -125,50 +123,29 @@ def one(name: str) -> dict:
     return row
 
 
+def _report(row: dict) -> None:
+    fails = [k for k, v in row["triton"].items() if "us" not in v]
+    s27 = row.get("s27_tuned_us")
+    print(f"{row['group'] + ':' + row['name']:36s} "
+          f"s27 tuned {s27 if s27 is None else round(s27, 1)} | "
+          f"heur {row['torch_heuristic_us']:7.1f} off {row['torch_cudnn_off_us']:8.1f} | "
+          f"triton {row['triton_best_us']:7.1f} {row['best_config']} "
+          f"({row['triton_best_tbps']:.2f} TB/s) offered "
+          f"{row.get('best_offered_config')} {row.get('triton_best_offered_us', 0):.1f} "
+          f"err {max(v.get('rel_err', 0) for v in row['triton'].values()):.1e} "
+          f"fails {fails}", flush=True)
+    print("   " + " ".join(f"{k}:{v['us']:.0f}" for k, v in row["triton"].items() if "us" in v),
+          flush=True)
+
+
 def main() -> int:
-    if len(sys.argv) > 2 and sys.argv[1] == "--one":
-        try:
-            print("ROW " + json.dumps(one(sys.argv[2])), flush=True)
-        except Exception:  # noqa: BLE001
-            print("ROW " + json.dumps({"name": sys.argv[2], "error": traceback.format_exc()[-1500:]}))
-        return 0
-    out = os.environ.get("OUT", ".")
-    deadline = time.time() + float(os.environ.get("AREA_LEFT", "1e9")) - 10
-    per = float(os.environ.get("SC_PROBE_TIMEOUT", "240"))
+    from probe_children import main as children
+
     names = sys.argv[1:] or [f"{e.group}:{e.name}" for e in _entries([])]
-    rows = []
-    for name in names:
-        left = deadline - time.time()
-        if left < 20:
-            print("deadline: stopping before", name, flush=True)
-            break
-        try:
-            cp = subprocess.run([sys.executable, __file__, "--one", name], capture_output=True,
-                                text=True, timeout=min(left, per))
-            line = next((ln for ln in cp.stdout.splitlines() if ln.startswith("ROW ")), None)
-            row = json.loads(line[4:]) if line else {"name": name, "error": cp.stderr[-1500:],
-                                                       "rc": cp.returncode}
-        except subprocess.TimeoutExpired:
-            row = {"name": name, "error": "timeout"}
-        rows.append(row)
-        if "triton_best_us" in row:
-            fails = [k for k, v in row["triton"].items() if "us" not in v]
-            s27 = row.get("s27_tuned_us")
-            print(f"{row['group'] + ':' + row['name']:36s} "
-                  f"s27 tuned {s27 if s27 is None else round(s27, 1)} | "
-                  f"heur {row['torch_heuristic_us']:7.1f} off {row['torch_cudnn_off_us']:8.1f} | "
-                  f"triton {row['triton_best_us']:7.1f} {row['best_config']} "
-                  f"({row['triton_best_tbps']:.2f} TB/s) offered "
-                  f"{row.get('best_offered_config')} {row.get('triton_best_offered_us', 0):.1f} "
-                  f"err {max(v.get('rel_err', 0) for v in row['triton'].values()):.1e} "
-                  f"fails {fails}", flush=True)
-            print("   " + " ".join(f"{k}:{v['us']:.0f}" for k, v in row["triton"].items()
-                                   if "us" in v), flush=True)
-        else:
-            print(f"{name}: ERROR {str(row.get('error'))[-400:]}", flush=True)
-        with open(os.path.join(out, "sc_probe.json"), "w") as f:
-            json.dump({"rows": rows}, f, indent=1)
-    return 0
+    if len(sys.argv) > 2 and sys.argv[1] == "--one":
+        names = []
+    return children(__file__, one, names, "sc_probe.json", _report,
+                    per_s=float(os.environ.get("SC_PROBE_TIMEOUT", "240")))
 
 
 if __name__ == "__main__":

@@ -12,11 +12,8 @@ benchmark=True times. Each problem runs in a child process (a kernel fault costs
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import time
-import traceback
 
 S27 = "docs/results/s27/bench_fp32-nchw_wgrad_full_3referees_mixed5b.json"
 
@@ -102,44 +99,22 @@ def one(name: str) -> dict:
     return row
 
 
+def _report(row: dict) -> None:
+    fails = [k for k, v in row["triton"].items() if "us" not in v]
+    print(f"{row['name']:28s} s27 tuned {row['s27_tuned_us']:7.1f} bench {row['s27_benchmark_us']:7.1f}"
+          f" | heur {row['torch_heuristic_us']:7.1f} off {row['torch_cudnn_off_us']:8.1f} | "
+          f"triton {row['triton_best_us']:7.1f} {row['best_config']} waves "
+          f"{ {k: (round(v, 1) if isinstance(v, float) else v) for k, v in row['waves_us'].items()} } "
+          f"err {max(v.get('rel_err', 0) for v in row['triton'].values()):.1e} fails {fails}",
+          flush=True)
+    print("   " + " ".join(f"{k}:{v['us']:.0f}" for k, v in row["triton"].items() if "us" in v),
+          flush=True)
+
+
 def main() -> int:
-    if sys.argv[1] == "--one":
-        try:
-            print("ROW " + json.dumps(one(sys.argv[2])), flush=True)
-        except Exception:  # noqa: BLE001
-            print("ROW " + json.dumps({"name": sys.argv[2], "error": traceback.format_exc()[-1500:]}))
-        return 0
-    out = os.environ.get("OUT", ".")
-    deadline = time.time() + float(os.environ.get("AREA_LEFT", "1e9")) - 10
-    rows = []
-    for name in sys.argv[1:]:
-        left = deadline - time.time()
-        if left < 20:
-            print("deadline: stopping before", name, flush=True)
-            break
-        try:
-            cp = subprocess.run([sys.executable, __file__, "--one", name], capture_output=True,
-                                text=True, timeout=min(left, 150))
-            line = next((ln for ln in cp.stdout.splitlines() if ln.startswith("ROW ")), None)
-            row = json.loads(line[4:]) if line else {"name": name, "error": cp.stderr[-1500:],
-                                                       "rc": cp.returncode}
-        except subprocess.TimeoutExpired:
-            row = {"name": name, "error": "timeout"}
-        rows.append(row)
-        if "triton_best_us" in row:
-            fails = [k for k, v in row["triton"].items() if "us" not in v]
-            print(f"{name:28s} s27 tuned {row['s27_tuned_us']:7.1f} bench {row['s27_benchmark_us']:7.1f}"
-                  f" | heur {row['torch_heuristic_us']:7.1f} off {row['torch_cudnn_off_us']:8.1f} | "
-                  f"triton {row['triton_best_us']:7.1f} {row['best_config']} waves "
-                  f"{ {k: (round(v, 1) if isinstance(v, float) else v) for k, v in row['waves_us'].items()} } "
-                  f"err {max(v.get('rel_err', 0) for v in row['triton'].values()):.1e} fails {fails}",
-                  flush=True)
-            print("   " + " ".join(f"{k}:{v['us']:.0f}" for k, v in row["triton"].items() if "us" in v), flush=True)
-        else:
-            print(f"{name}: ERROR {str(row.get('error'))[-400:]}", flush=True)
-        with open(os.path.join(out, "wg_probe.json"), "w") as f:
-            json.dump({"rows": rows}, f, indent=1)
-    return 0
+    from probe_children import main as children
+
+    return children(__file__, one, sys.argv[1:], "wg_probe.json", _report, per_s=150.0)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .depthwise import unavailable as _dw_unavailable
-from .wgrad import geometry
+from .wgrad import check_dot_tiles, geometry
 
 _CFG_RE = re.compile(r"^m(\d+)n(\d+)c(\d+)w(\d+)s(\d+)$")
 # the configurations the probe sweeps
@@ -63,13 +63,7 @@ def parse_config(name: str) -> Config:
         raise ValueError(f"not a forward kernel configuration: {name!r} (expected like "
                          "m128n64c32w4s3)")
     bm, bn, bc, w, s = (int(g) for g in m.groups())
-    for v in (bm, bn, bc, w):
-        if v & (v - 1):
-            raise ValueError(f"{name!r}: tile sizes and warps must be powers of two")
-    if min(bm, bn, bc) < 16 or max(bm, bn, bc) > 256:
-        raise ValueError(f"{name!r}: tile sizes must be 16 to 256 (tl.dot's shapes)")
-    if not 1 <= w <= 16 or not 1 <= s <= 6:
-        raise ValueError(f"{name!r}: 1-16 warps and 1-6 stages")
+    check_dot_tiles(name, (bm, bn, bc), w, s)
     return Config(bm, bn, bc, w, s)
 
 

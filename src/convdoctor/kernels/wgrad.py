@@ -80,17 +80,24 @@ def parse_config(name: str) -> Config:
     if not m:
         raise ValueError(f"not a wgrad kernel configuration: {name!r} (expected like m32n64l64w4s3)")
     bm, bn, bl, w, s = (int(g) for g in m.groups()[:5])
-    for v in (bm, bn, bl, w):
-        if v & (v - 1):
-            raise ValueError(f"{name!r}: tile sizes and warps must be powers of two")
-    if min(bm, bn, bl) < 16 or max(bm, bn, bl) > 256:
-        raise ValueError(f"{name!r}: tile sizes must be 16 to 256 (tl.dot's shapes)")
-    if not 1 <= w <= 16 or not 1 <= s <= 6:
-        raise ValueError(f"{name!r}: 1-16 warps and 1-6 stages")
+    check_dot_tiles(name, (bm, bn, bl), w, s)
     v = int(m.group(7)) if m.group(7) else WAVES
     if not 1 <= v <= 64:
         raise ValueError(f"{name!r}: 1-64 programs per SM (v)")
     return Config(bm, bn, bl, w, s, row=m.group(6) == "r", waves=v)
+
+
+def check_dot_tiles(name: str, tiles: Sequence[int], warps: int, stages: int) -> None:
+    """ValueError unless the tile sizes are powers of two from 16 to 256 (`tl.dot`'s shapes), the
+    warps a power of two from 1 to 16 and the stages 1 to 6 (shared by the GEMM-shaped kernels'
+    configuration names)."""
+    for v in (*tiles, warps):
+        if v <= 0 or v & (v - 1):
+            raise ValueError(f"{name!r}: tile sizes and warps must be powers of two")
+    if min(tiles) < 16 or max(tiles) > 256:
+        raise ValueError(f"{name!r}: tile sizes must be 16 to 256 (tl.dot's shapes)")
+    if not 1 <= warps <= 16 or not 1 <= stages <= 6:
+        raise ValueError(f"{name!r}: 1-16 warps and 1-6 stages")
 
 
 def tiles_of(k: int, c: int, kernel: Sequence[int], cfg: Config) -> int:
