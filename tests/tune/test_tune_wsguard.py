@@ -125,12 +125,20 @@ class FakePlan:
     def adopt_workspace(self, ws: torch.Tensor) -> None:
         self._ws = ws
 
-    def execute(self, a: Any, b: Any, out: Any, *, workspace: Any, check: bool) -> Any:
+    def launch(self, a: Any, b: Any, out: Any, workspace: Any, stream_ptr: int) -> None:
         self.runs.append(workspace.data_ptr())
-        return out
 
 
-def test_the_runtime_replaces_a_slow_workspace_and_the_plan_adopts_it(monkeypatch) -> None:
+@pytest.fixture
+def cpu_stream(monkeypatch):  # noqa: ANN001, ANN201
+    """The executors ask for the current CUDA stream's pointer; on the CPU there is none."""
+    from convdoctor.runtime import plans
+
+    monkeypatch.setattr(plans, "_raw_stream", lambda device: 0)
+
+
+def test_the_runtime_replaces_a_slow_workspace_and_the_plan_adopts_it(monkeypatch,
+                                                                     cpu_stream) -> None:
     from convdoctor.runtime import plans
 
     p = ConvProblem.parse("wgrad n=2 c=8 h=9 w=9 k=16 r=3 s=3 dtype=float32 layout=nchw")
@@ -152,7 +160,7 @@ def test_the_runtime_replaces_a_slow_workspace_and_the_plan_adopts_it(monkeypatc
 
 @pytest.mark.parametrize("ref, nbytes", [(None, 1 << 20), (590e-6, 1024)])
 def test_the_runtime_leaves_a_plan_alone_without_a_reference_or_a_small_workspace(
-        monkeypatch, ref: float | None, nbytes: int) -> None:
+        monkeypatch, cpu_stream, ref: float | None, nbytes: int) -> None:
     from convdoctor.runtime import plans
 
     p = ConvProblem.parse("wgrad n=2 c=8 h=9 w=9 k=16 r=3 s=3 dtype=float32 layout=nchw")
@@ -160,6 +168,23 @@ def test_the_runtime_leaves_a_plan_alone_without_a_reference_or_a_small_workspac
     monkeypatch.setattr(wsguard, "time_with", lambda *a, **k: pytest.fail("timed"))
     ex = plans.PlanExec("cudnn:eng68_k2=0", p, plan, reference_s=ref)
     assert ex.guard is None and plan.runs == []
+
+
+def test_a_failing_guard_keeps_the_plan_and_says_why(monkeypatch, cpu_stream) -> None:
+    from convdoctor.runtime import plans
+
+    p = ConvProblem.parse("wgrad n=2 c=8 h=9 w=9 k=16 r=3 s=3 dtype=float32 layout=nchw")
+    plan = FakePlan(p, wsguard.GUARD_MIN_BYTES)
+    own = plan.workspace()
+
+    def oom(*a: Any, **k: Any) -> float:
+        raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+
+    monkeypatch.setattr(wsguard, "time_with", oom)
+    monkeypatch.delenv("CONVDOCTOR_WS_GUARD", raising=False)
+    ex = plans.PlanExec("cudnn:eng68_k2=0", p, plan, reference_s=590e-6)
+    assert ex.guard is None and ex.workspace is own and plan.workspace() is own
+    assert "OutOfMemoryError" in ex.guard_error
 
 
 def test_the_optimizer_hands_the_tuned_median_as_the_reference() -> None:

@@ -328,7 +328,10 @@ def test_a_plan_runner_guards_each_slot_workspace_gpu(backend, monkeypatch) -> N
     monkeypatch.setattr(wsguard, "TOLERANCE", -1.0)
     r = backend.prepare(p, c)
     r.warmup()
+    r.time(1, slot=0)   # a timer (maybe a captured CUDA graph) on the slot's first workspace
+    assert r._timers
     r.settle()
+    assert r._timers == {}   # dropped: a captured graph would keep the replaced workspace
     r.time(1, slot=0)
     assert len(r.ws_guard) == r.placements
     for slot, res in enumerate(r.ws_guard):
@@ -378,6 +381,38 @@ def test_the_runtime_plan_guards_its_workspace_gpu(monkeypatch) -> None:
                                               [1, 1], [1, 1], False, [0, 0], 1,
                                               [False, True, False])[1]
     assert torch.allclose(dw.double(), ref, rtol=5e-3, atol=5e-3 * ref.abs().max().item())
+
+
+def test_the_runtime_dual_plan_guards_its_workspace_with_the_transform_gpu(monkeypatch) -> None:
+    """`DualPlanExec`: the guard times the weight's transform and the dual plan together, as the
+    route runs them (and as the tuner timed the `cudnn-dual:` key), then the executor computes
+    the forward output right on the workspace it kept."""
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+
+    from convdoctor.runtime.plans import DualPlanExec
+    from convdoctor.tune.gpu import policy, wsguard
+    from convdoctor.tune.gpu.cudnn_plan import ConvPlan, enumerate_plans
+
+    pytest.importorskip("cudnn")
+    monkeypatch.delenv("CONVDOCTOR_WS_GUARD", raising=False)
+    p = P("fprop n=8 c=64 h=56 w=56 k=64 r=3 s=3 pad=1 dtype=float32 math=tf32")
+    dual = policy.dual_problem(p)
+    assert dual is not None
+    en = enumerate_plans(dual, max_extra=4, time_budget_s=2.0)
+    info = next((i for i in en.built if i.workspace_bytes >= wsguard.GUARD_MIN_BYTES), None)
+    if info is None:
+        pytest.skip("no dual plan with a workspace of >= 1 MiB here")
+    plan = ConvPlan.build(dual, info.name)
+    ex = DualPlanExec(policy.dual_key(info.name), p, plan, reference_s=1e-9)
+    g = ex.guard
+    assert g is not None and not ex.guard_error and len(g.times_s) == wsguard.TRIES
+    assert g.times_s[g.kept] == min(g.times_s)
+    x = torch.randn(8, 64, 56, 56, device="cuda")
+    w = torch.randn(64, 64, 3, 3, device="cuda")
+    y = ex.fprop(x, w, None, None)
+    ref = F.conv2d(x.double(), w.double(), padding=1)
+    assert ((y.double() - ref).norm() / ref.norm()).item() < 5e-3
 
 
 def test_twin_runs_a_candidate_in_the_heuristic_process(backend) -> None:

@@ -679,6 +679,9 @@ def _executors(keys: list[str], problem: Any, dev: str, notes: list[str],
                 out.append(ex)
                 if ex.guard is not None and ex.guard.replaced:
                     notes.append(f"{key} for {problem.short()}: {ex.guard.summary()}")
+                if ex.guard_error:
+                    notes.append(f"{key} for {problem.short()}: workspace guard not run "
+                                 f"({ex.guard_error}); the plan runs with its own workspace")
             except Exception as exc:  # noqa: BLE001 - a plan that does not build is skipped
                 notes.append(f"{key} for {problem.short()} not used: {type(exc).__name__}: {exc}")
             continue

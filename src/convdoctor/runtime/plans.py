@@ -29,14 +29,16 @@ class PlanExec:
         self.direction = problem.direction
         self.plan = plan
         self.workspace = plan.workspace()
-        # what the workspace guard did (None: not guarded; see `guard_workspace`)
+        # what the workspace guard did (None: not guarded; see `guard_workspace`), and why it
+        # could not run when it failed
         self.guard: Any = None
-        if reference_s is not None:
-            self.guard_workspace(reference_s)
+        self.guard_error = ""
         shapes = policy.role_shapes(problem)
         self._shape = {r: tuple(s) for r, s in shapes.items()}
         self._strides = {r: tuple(policy.logical_strides(problem, r)) for r in shapes}
         self._bias_dims = [0, *range(2, 2 + problem.ndim)]
+        if reference_s is not None:
+            self.guard_workspace(reference_s)
 
     @classmethod
     def build(cls, key: str, problem: Any, reference_s: float | None = None) -> PlanExec:
@@ -49,37 +51,48 @@ class PlanExec:
         return cls(key, problem, ConvPlan.build(problem, name), reference_s)
 
     def guard_workspace(self, reference_s: float) -> Any:
-        """`convdoctor.tune.gpu.wsguard`: time the plan with its workspace on scratch tensors of
-        its problem; more than the tolerance slower than `reference_s` (the tuned time), try fresh
+        """`convdoctor.tune.gpu.wsguard`: time what a call of this executor runs (`_guard_call`,
+        on the current stream, as a route runs it) with the workspace on scratch tensors of the
+        problem; more than the tolerance slower than `reference_s` (the tuned time), try fresh
         workspaces and keep the fastest (the plan adopts it). Plans whose workspace is under
-        `wsguard.GUARD_MIN_BYTES` are left alone. Returns the `GuardResult` (None: not guarded)."""
-        from ..tune.gpu import wsguard
+        `wsguard.GUARD_MIN_BYTES` are left alone, and so is everything inside a CUDA graph
+        capture. The guard is optional: a failure (out of memory, ...) keeps the workspace, sets
+        `guard_error` and returns None. Returns the `GuardResult` (None: not guarded)."""
+        from ..tune.gpu import policy, wsguard
         from ..tune.gpu.cudnn_plan import empty_for
 
         plan = self.plan
         if not wsguard.wanted(plan.workspace_bytes) or (
                 torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()):
-            return None  # (no timing inside a CUDA graph capture)
-        pp = plan.problem  # the dual's problem for a cudnn-dual plan
+            return None
         dev = self.workspace.device
-        (ra, rb), ro = plan.input_roles, plan.output_role
-        a, b = (empty_for(pp, r, dev).uniform_(-1, 1) for r in (ra, rb))
-        out = empty_for(pp, ro, dev)
         nbytes = max(1, plan.workspace_bytes)
+        try:
+            (ra, rb), ro = policy.io_roles(self.problem.direction)
+            a, b = (empty_for(self.problem, r, dev).uniform_(-1, 1) for r in (ra, rb))
+            out = empty_for(self.problem, ro, dev)
 
-        def time_of(ws: torch.Tensor) -> float:
-            return wsguard.time_with(lambda: plan.execute(a, b, out, workspace=ws, check=False),
-                                     device=plan.device)
+            def time_of(ws: torch.Tensor) -> float:
+                return wsguard.time_with(lambda: self._guard_call(a, b, out, ws),
+                                         device=plan.device)
 
-        def fresh() -> torch.Tensor:
-            return torch.empty(nbytes, dtype=torch.uint8, device=dev)
+            def fresh() -> torch.Tensor:
+                return torch.empty(nbytes, dtype=torch.uint8, device=dev)
 
-        ws, res = wsguard.choose(self.workspace, fresh, time_of, reference_s=reference_s)
+            ws, res = wsguard.choose(self.workspace, fresh, time_of, reference_s=reference_s)
+        except Exception as exc:  # noqa: BLE001 - an optional check; the plan runs unguarded
+            self.guard_error = f"{type(exc).__name__}: {exc}"[:300]
+            return None
         if res.replaced:
             plan.adopt_workspace(ws)
         self.workspace = ws
         self.guard = res
         return res
+
+    def _guard_call(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
+                    ws: torch.Tensor) -> None:
+        """One call as `_run` makes it, with workspace `ws` (the guard's timed call)."""
+        self.plan.launch(a, b, out, ws, _raw_stream(out.device.index))
 
     def _fit(self, role: str, t: torch.Tensor) -> torch.Tensor:
         want = self._strides[role]
@@ -150,11 +163,13 @@ class DualPlanExec(PlanExec):
                  ) -> None:
         from ..tune.gpu import policy
 
-        super().__init__(key, problem, plan, reference_s)
+        super().__init__(key, problem, plan)  # guarded below, once the transform is ready
         dual = plan.problem
         self._wt_shape = tuple(dual.w_shape())
         self._wt_strides = tuple(policy.logical_strides(dual, "w"))
         self._index = xform.index_for(problem, dual, device=f"cuda:{plan.device}")
+        if reference_s is not None:
+            self.guard_workspace(reference_s)
 
     @classmethod
     def build(cls, key: str, problem: Any, reference_s: float | None = None) -> DualPlanExec:
@@ -167,6 +182,11 @@ class DualPlanExec(PlanExec):
             raise ValueError(f"{key} does not apply to {problem.short()} (a cudnn-dual plan runs "
                              "stride-1 fprop and dgrad only)")
         return cls(key, problem, ConvPlan.build(dual, name), reference_s)
+
+    def _guard_call(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
+                    ws: torch.Tensor) -> None:
+        # the tuned time of a dual route includes the weight's transform: so does the guard's
+        self.plan.launch(a, self._weight(b), out, ws, _raw_stream(out.device.index))
 
     def _weight(self, w: torch.Tensor) -> torch.Tensor:
         # detached: `index_select(out=)` refuses inputs that need grad (double backward, where

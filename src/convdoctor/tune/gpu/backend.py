@@ -333,7 +333,10 @@ class CudnnPlanRunner(_Runner):
         held to the fastest of them and of one fresh workspace; a slot more than the tolerance
         slower gets a fresh workspace that is not (or the fastest of `wsguard.TRIES`), as
         `optimize` replaces a slow one. So the slots vary the tensors' placement (which a user
-        cannot choose) and not the workspace's (which the runtime does)."""
+        cannot choose) and not the workspace's (which the runtime does). Every buffer tried stays
+        allocated until all slots are decided (a freed one would come back to the next slot), and
+        the slots' timers are dropped afterwards (a CUDA graph batch holds the workspace address
+        it was captured with). Out of memory while guarding leaves the slots as they were."""
         import torch
 
         from . import wsguard
@@ -343,9 +346,12 @@ class CudnnPlanRunner(_Runner):
             return
         nbytes = max(1, self.plan.workspace_bytes)
         dev = f"cuda:{self.device}"
+        tried: list[Any] = []
 
         def fresh() -> Any:
-            return torch.empty(nbytes, dtype=torch.uint8, device=dev)
+            ws = torch.empty(nbytes, dtype=torch.uint8, device=dev)
+            tried.append(ws)
+            return ws
 
         def time_of(ws: Any) -> float:
             self._ws_forced = ws
@@ -354,18 +360,27 @@ class CudnnPlanRunner(_Runner):
             finally:
                 self._ws_forced = None
 
-        times = [time_of(v) for v in self._ws_views]
-        probe = fresh()  # held until the slots are decided: their fresh tries are new memory
-        ref = min([*times, time_of(probe)])
-        views = list(self._ws_views)
-        for i, v in enumerate(views):
-            ws, res = wsguard.choose(v, fresh, time_of, reference_s=ref, first_s=times[i])
-            if res.replaced:
-                self._ws_spares.append(ws)
-                views[i] = ws
-            self.ws_guard.append(res)
+        try:
+            times = [time_of(v) for v in self._ws_views]
+            ref = min([*times, time_of(fresh())])
+            views = list(self._ws_views)
+            results = []
+            for i, v in enumerate(views):
+                ws, res = wsguard.choose(v, fresh, time_of, reference_s=ref, first_s=times[i])
+                if res.replaced:
+                    views[i] = ws
+                results.append(res)
+        except torch.OutOfMemoryError:
+            return  # unguarded: the slots keep their workspaces
+        finally:
+            for t in self._timers.values():
+                t.close()
+            self._timers = {}
+        keep = {id(v) for v in views}
+        self._ws_spares = [t for t in tried if id(t) in keep]
         self._ws_views = views
-        del probe
+        self.ws_guard = results
+        tried.clear()  # the rejected ones go back to the allocator now
 
     def settle(self) -> None:
         """Called by the harness for finalists, before sampling: the workspace guard."""
