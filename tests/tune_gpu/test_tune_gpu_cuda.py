@@ -400,7 +400,7 @@ def test_the_runtime_dual_plan_guards_its_workspace_with_the_transform_gpu(monke
     dual = policy.dual_problem(p)
     assert dual is not None
     en = enumerate_plans(dual, max_extra=4, time_budget_s=2.0)
-    info = next((i for i in en.built if i.workspace_bytes >= wsguard.GUARD_MIN_BYTES), None)
+    info = next((i for i in en.built() if i.workspace_bytes >= wsguard.GUARD_MIN_BYTES), None)
     if info is None:
         pytest.skip("no dual plan with a workspace of >= 1 MiB here")
     plan = ConvPlan.build(dual, info.name)
