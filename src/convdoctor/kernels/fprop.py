@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .depthwise import unavailable as _dw_unavailable
-from .wgrad import check_dot_tiles, geometry
+from .wgrad import _span, check_dot_tiles, geometry
 
 _CFG_RE = re.compile(r"^m(\d+)n(\d+)c(\d+)w(\d+)s(\d+)$")
 # the configurations the probe sweeps
@@ -143,10 +143,6 @@ def _as2d(t: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
     if t.dim() == 4:
         return tuple(int(v) for v in t.shape), tuple(int(v) for v in t.stride())
     raise ValueError(f"convdoctor fprop kernel: a {t.dim()}-dim tensor (expected 3 or 4)")
-
-
-def _span(sizes: Sequence[int], strides: Sequence[int]) -> int:
-    return 1 + sum((int(n) - 1) * abs(int(s)) for n, s in zip(sizes, strides, strict=True))
 
 
 def run(x: Any, w: Any, y: Any, *, stride: Sequence[int], pad_pre: Sequence[int],
