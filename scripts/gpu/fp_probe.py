@@ -1,8 +1,11 @@
 # ruff: noqa: B023 - the lambdas run inside the iteration that made them
 """Is convdoctor's forward implicit-GEMM kernel (`convdoctor.kernels.fprop`, probe stage) worth a
 candidate? For bench-suite fp32 NCHW forward problems with TF32 allowed: times PyTorch's default
-path (cuDNN heuristics) and a sweep of kernel configurations with `triton.testing.do_bench` (L2
-cleared before each call, median), each checked against a float64 reference (norm-wise relative
+path (cuDNN heuristics), cuBLAS's batched product for a stride-1 1x1 layer, and a sweep of the
+"k...p..." kernel's configurations (weights tap-major unless 1x1; the copy timed apart; the best
+configuration again on the weight as given, "+w"; the session-29 kernel's usual best for
+comparison), each timed with `triton.testing.do_bench` (L2 cleared before each call, median),
+named by the MMA instruction it compiled to, and checked against a float64 reference (norm-wise relative
 error), beside session 29's tuned and benchmark=True times for the row. A child process per problem.
     python scripts/gpu/fp_probe.py GROUP/NAME [GROUP/NAME ...]  ->  $OUT/fp_probe.json
 """
@@ -14,6 +17,8 @@ import sys
 import time
 
 S29 = "docs/results/s29/bench_fp32-nchw_fprop_full.json"
+# the session-29 kernel's best configuration on most rows, kept as the comparison
+SESSION29_BEST = ("m128n64c32w4s3",)
 
 
 def one(spec: str) -> dict:
@@ -48,25 +53,52 @@ def one(spec: str) -> dict:
     bench = lambda f: tt.do_bench(f, warmup=10, rep=40, return_mode="median") * 1e3  # noqa: E731
     row["torch_heuristic_us"] = bench(base)
     y = torch.empty(ref.shape, device="cuda")
+    one_by_one = all(v == 1 for v in p.kernel)
+    if one_by_one and not any(p.pad_pre) and not any(p.pad_post):
+        # torch:gemm's product (stride 1): cuBLAS batched over the images
+        if all(v == 1 for v in p.stride):
+            w2 = w.reshape(w.shape[0], -1)
+            xv = x.reshape(x.shape[0], x.shape[1], -1)
+            row["cublas_bmm_us"] = bench(lambda: torch.matmul(w2, xv))
+    # the "k...p..." kernel reads weights along C: a tap-major copy unless 1x1 (timed apart)
+    wt = w if one_by_one else fk.tap_major(w)
+    if not one_by_one:
+        row["tap_major_copy_us"] = bench(lambda: fk.tap_major(w))
+    sweep = [(c, wt) for c in fk.KP_CONFIGS] + [(c, w) for c in SESSION29_BEST]
     cfgs = {}
-    for cfg in fk.CONFIGS:
+    for cfg, ww in sweep:
+        label = cfg if ww is wt else cfg + "+w"
         try:
             y.fill_(float("nan"))
             t1 = time.time()
-            fk.run(x, w, y, stride=p.stride, pad_pre=p.pad_pre, dilation=p.dilation, config=cfg,
-                   tf32=True)
+            ck = fk.run(x, ww, y, stride=p.stride, pad_pre=p.pad_pre, dilation=p.dilation,
+                        config=cfg, tf32=True)
             torch.cuda.synchronize()
             first = time.time() - t1
             err = ((y.double() - ref).norm() / ref.norm()).item()
-            us = bench(lambda: fk.run(x, w, y, stride=p.stride, pad_pre=p.pad_pre,
+            us = bench(lambda: fk.run(x, ww, y, stride=p.stride, pad_pre=p.pad_pre,
                                       dilation=p.dilation, config=cfg, tf32=True))
-            cfgs[cfg] = {"us": us, "rel_err": err, "first_call_s": first}
+            ptx = getattr(ck, "asm", {}).get("ptx", "")
+            cfgs[label] = {"us": us, "rel_err": err, "first_call_s": first,
+                           "mma": "wgmma" if "wgmma" in ptx else ("mma.sync" if "mma.sync" in ptx
+                                                                   else "none"),
+                           "regs": getattr(ck, "n_regs", None),
+                           "spills": getattr(ck, "n_spills", None)}
         except Exception as exc:  # noqa: BLE001
-            cfgs[cfg] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            cfgs[label] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
             if "illegal" in str(exc):
                 break
+    ok = {k: v for k, v in cfgs.items() if "us" in v and not k.endswith("+w")}
+    if ok and not one_by_one:
+        # the best configuration again on the weight as given (strided along C)
+        bestc = min(ok, key=lambda k: ok[k]["us"])
+        try:
+            us = bench(lambda: fk.run(x, w, y, stride=p.stride, pad_pre=p.pad_pre,
+                                      dilation=p.dilation, config=bestc, tf32=True))
+            cfgs[bestc + "+w"] = {"us": us}
+        except Exception as exc:  # noqa: BLE001
+            cfgs[bestc + "+w"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
     row["triton"] = cfgs
-    ok = {k: v for k, v in cfgs.items() if "us" in v}
     if ok:
         bestc = min(ok, key=lambda k: ok[k]["us"])
         row["best_config"], row["triton_best_us"] = bestc, ok[bestc]["us"]
@@ -75,9 +107,12 @@ def one(spec: str) -> dict:
 
 def _report(row: dict) -> None:
     errs = max(v.get("rel_err", 0) for v in row["triton"].values())
+    best = row["triton"][row["best_config"]]
     print(f"{row['group'] + '/' + row['name']:36s} s29 tuned {row['s29_tuned_us']:7.1f} bench "
           f"{row['s29_benchmark_us']:7.1f} | heur {row['torch_heuristic_us']:7.1f} | "
-          f"triton {row['triton_best_us']:7.1f} {row['best_config']} err {errs:.1e}", flush=True)
+          f"bmm {row.get('cublas_bmm_us', 0):6.1f} tap {row.get('tap_major_copy_us', 0):4.1f} | "
+          f"triton {row['triton_best_us']:7.1f} {row['best_config']} {best.get('mma')} "
+          f"regs {best.get('regs')} err {errs:.1e}", flush=True)
     print("   " + " ".join(f"{k}:{v['us']:.1f}" for k, v in row["triton"].items() if "us" in v),
           flush=True)
 

@@ -14,10 +14,11 @@ from convdoctor.kernels import fprop as fp
 
 def test_config_names_parse_and_bad_ones_are_refused() -> None:
     assert fp.parse_config("m128n64c32w4s3") == fp.Config(128, 64, 32, 4, 3)
-    for name in fp.CONFIGS:
+    assert fp.parse_config("k64p128c32w4s3") == fp.Config(64, 128, 32, 4, 3, kp=True)
+    for name in fp.CONFIGS + fp.KP_CONFIGS:
         assert fp.parse_config(name).name == name
     for bad in ("m128n64c32w4", "m8n64c32w4s3", "m128n48c32w4s3", "m128n64c32w3s3",
-                "m128n64c512w4s3", "m128n64c32w4s9", "", "m128n64l32w4s3"):
+                "m128n64c512w4s3", "m128n64c32w4s9", "", "m128n64l32w4s3", "k64p48c32w4s3", "k64p64c32w4"):
         with pytest.raises(ValueError):
             fp.parse_config(bad)
 
@@ -36,11 +37,14 @@ CASES = [
     ((2, 4, 11, 11), (6, 4, 3, 3), (1, 1), (2, 2), (2, 2), (2, 2), False),     # dilation
     ((2, 17, 8, 7), (9, 17, 3, 1), (1, 1), (1, 0), (1, 0), (1, 1), True),      # channels-last
     ((3, 40, 5, 5), (20, 40, 1, 1), (1, 1), (0, 0), (0, 0), (1, 1), False),    # 1x1, C > BLOCK_C
+    ((2, 32, 4, 6), (17, 32, 1, 1), (1, 1), (0, 0), (0, 0), (1, 1), False),    # 1x1, C = BLOCK_C
+    ((2, 16, 7, 7), (20, 16, 1, 1), (2, 2), (0, 0), (0, 0), (1, 1), False),    # strided 1x1
 ]
 
 
 @pytest.mark.parametrize("case", CASES)
-@pytest.mark.parametrize("config", ["m16n16c16w4s1", "m32n32c32w4s2"])
+@pytest.mark.parametrize("config", ["m16n16c16w4s1", "m32n32c32w4s2", "k16p16c16w4s1",
+                                    "k32p16c32w4s2", "k16p32c16w4s2+tap"])
 def test_the_kernel_matches_a_float64_reference(case, config: str) -> None:
     _triton()
     xs, wsz, st, pre, post, dl, cl = case
@@ -52,6 +56,10 @@ def test_the_kernel_matches_a_float64_reference(case, config: str) -> None:
     if cl:
         x = x.contiguous(memory_format=torch.channels_last)
         w = w.contiguous(memory_format=torch.channels_last)
+    config, tap = config.removesuffix("+tap"), config.endswith("+tap")
+    if tap:
+        w = fp.tap_major(w)
+        assert w.stride()[1] == 1 and torch.equal(w, w.contiguous())
     y = torch.full(ref.shape, float("nan"), dtype=torch.float32)
     if cl:
         y = y.contiguous(memory_format=torch.channels_last)
@@ -67,9 +75,11 @@ def test_a_1d_convolution_runs_as_2d_with_height_one() -> None:
     x = torch.rand((2, 6, 30), generator=gen) - 0.5
     w = torch.rand((8, 6, 5), generator=gen) - 0.5
     ref = F.conv1d(x.double(), w.double(), stride=2, padding=2)
-    y = torch.empty(ref.shape)
-    fp.run(x, w, y, stride=(2,), pad_pre=(2,), dilation=(1,), config="m16n16c16w4s1")
-    assert ((y.double() - ref).norm() / ref.norm()).item() < 1e-6
+    for config, ww in (("m16n16c16w4s1", w), ("k16p16c16w4s1", w), ("k16p16c16w4s2",
+                                                                      fp.tap_major(w))):
+        y = torch.empty(ref.shape)
+        fp.run(x, ww, y, stride=(2,), pad_pre=(2,), dilation=(1,), config=config)
+        assert ((y.double() - ref).norm() / ref.norm()).item() < 1e-6, config
 
 
 def test_bad_arguments_are_refused_with_a_message() -> None:

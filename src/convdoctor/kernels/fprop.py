@@ -12,14 +12,17 @@ either roofline - and such rows sit just under the 1.10x line of issue 5's forwa
 
     y[n, k, oh, ow] = sum over (c, r, s) of x[n, c, oh*SH - PH + r*DH, ow*SW - PW + s*DW] * w[k, c, r, s]
 
-A program computes a [BLOCK_M output positions x BLOCK_N output channels] tile of y: for each
-kernel tap (r, s) it gathers the input tile [BLOCK_M x BLOCK_C] (padding is a masked load whose
-test depends on the position only) and the weight tile [BLOCK_C x BLOCK_N] per BLOCK_C channels
-and accumulates their product with `tl.dot` in fp32 (TF32 inputs only where the math mode allows).
-Positions run along M over (n, oh, ow), so in NCHW the loads of x and the stores of y are
-contiguous along the tile's long side. 1D problems are 2D ones with height 1.
-
-Configurations: "m<BM>n<BN>c<BC>w<W>s<S>" (`parse_config`).
+Two kernels, both accumulating with `tl.dot` in fp32 (TF32 inputs only where the math mode allows);
+padding is a masked load whose test depends on the position only. 1D problems are 2D ones with
+height 1.
+- "m<BM>n<BN>c<BC>w<W>s<S>" (session 29): a program computes [BM output positions x BN output
+  channels], positions running over (n, oh, ow); per kernel tap it gathers the input tile
+  [BM x BC] (in NCHW loaded [BC x BM] and transposed) and the weight tile [BC x BN].
+- "k<BK>p<BP>c<BC>w<W>s<S>" (session 30): a program computes [BK output channels x BP output
+  positions] of ONE image (grid: channel blocks, position blocks, images), so y is stored and x
+  loaded along NCHW's contiguous positions with no transpose and, for a 1x1 stride-1 layer,
+  addresses the compiler sees as contiguous (`FLAT_X`). The weight tile [BK x BC] is read along C:
+  contiguous for 1x1, else from `tap_major(w)`. One pipelined loop runs over (tap, channel block).
 """
 
 from __future__ import annotations
@@ -34,37 +37,49 @@ from .depthwise import unavailable as _dw_unavailable
 from .wgrad import _span, check_dot_tiles, geometry
 
 _CFG_RE = re.compile(r"^m(\d+)n(\d+)c(\d+)w(\d+)s(\d+)$")
+_KP_RE = re.compile(r"^k(\d+)p(\d+)c(\d+)w(\d+)s(\d+)$")
 # the configurations the probe sweeps
 CONFIGS = ("m128n64c32w4s3", "m128n128c32w8s3", "m64n64c32w4s4", "m64n128c32w4s3",
            "m128n64c16w4s4", "m64n32c32w4s3", "m256n64c32w8s3", "m128n128c16w8s4",
            "m64n64c64w4s3", "m128n32c32w4s3")
+KP_CONFIGS = ("k64p64c32w4s3", "k128p64c32w4s3", "k64p128c32w4s3", "k128p128c32w8s3",
+              "k32p64c32w4s4", "k64p32c32w4s4", "k32p32c64w4s3", "k64p64c64w4s3",
+              "k128p32c32w4s3", "k256p64c32w8s3")
 
 unavailable = _dw_unavailable
 
 
 @dataclass(frozen=True)
 class Config:
+    """block_m x block_n: positions x output channels ("m...n..." names, the first kernel) or, with
+    `kp`, output channels x positions of one image ("k...p..." names, the second)."""
+
     block_m: int
     block_n: int
     block_c: int
     warps: int
     stages: int
+    kp: bool = False
 
     @property
     def name(self) -> str:
+        if self.kp:
+            return f"k{self.block_m}p{self.block_n}c{self.block_c}w{self.warps}s{self.stages}"
         return f"m{self.block_m}n{self.block_n}c{self.block_c}w{self.warps}s{self.stages}"
 
 
 @functools.lru_cache(maxsize=256)
 def parse_config(name: str) -> Config:
-    """'m128n64c32w4s3' -> Config(128, 64, 32, 4, 3); ValueError for anything else."""
+    """'m128n64c32w4s3' -> Config(128, 64, 32, 4, 3); 'k64p128c32w4s3' -> Config(64, 128, 32, 4,
+    3, kp=True); ValueError for anything else."""
     m = _CFG_RE.match(name)
-    if not m:
+    kp = _KP_RE.match(name)
+    if not (m or kp):
         raise ValueError(f"not a forward kernel configuration: {name!r} (expected like "
-                         "m128n64c32w4s3)")
-    bm, bn, bc, w, s = (int(g) for g in m.groups())
+                         "m128n64c32w4s3 or k64p128c32w4s3)")
+    bm, bn, bc, w, s = (int(g) for g in (m or kp).groups())  # type: ignore[union-attr]
     check_dot_tiles(name, (bm, bn, bc), w, s)
-    return Config(bm, bn, bc, w, s)
+    return Config(bm, bn, bc, w, s, kp=kp is not None)
 
 
 @functools.lru_cache(maxsize=1)
@@ -135,6 +150,93 @@ def _kernel() -> Any:
     return fp_kernel
 
 
+@functools.lru_cache(maxsize=1)
+def _kp_kernel() -> Any:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def kp_kernel(x, w, y,
+                  C: tl.constexpr, H: tl.constexpr, W: tl.constexpr,
+                  K: tl.constexpr, OH: tl.constexpr, OW: tl.constexpr,
+                  x_n: tl.constexpr, x_c: tl.constexpr, x_h: tl.constexpr, x_w: tl.constexpr,
+                  w_k: tl.constexpr, w_c: tl.constexpr, w_r: tl.constexpr, w_s: tl.constexpr,
+                  y_n: tl.constexpr, y_k: tl.constexpr, y_h: tl.constexpr, y_w: tl.constexpr,
+                  KR: tl.constexpr, KS: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
+                  PH: tl.constexpr, PW: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+                  PRECISION: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_P: tl.constexpr,
+                  BLOCK_C: tl.constexpr, STAGES: tl.constexpr, FLAT_X: tl.constexpr,
+                  FLAT_Y: tl.constexpr):
+        # a program: BLOCK_K output channels x BLOCK_P output positions of image program_id(2);
+        # one pipelined loop over (kernel tap, channel block), so a short channel loop per tap
+        # does not restart the pipeline
+        P: tl.constexpr = OH * OW
+        CB: tl.constexpr = (C + BLOCK_C - 1) // BLOCK_C
+        EVEN_C: tl.constexpr = C % BLOCK_C == 0
+        pid_k = tl.program_id(0)
+        pid_p = tl.program_id(1)
+        n = tl.program_id(2)
+        offs_k = pid_k * BLOCK_K + tl.arange(0, BLOCK_K)
+        offs_p = pid_p * BLOCK_P + tl.arange(0, BLOCK_P)
+        km = offs_k < K
+        pm0 = offs_p < P
+        oh = offs_p // OW
+        ow = offs_p % OW
+        xb = x + n * x_n
+        CHECK_H: tl.constexpr = PH > 0 or (OH - 1) * SH + (KR - 1) * DH - PH >= H
+        CHECK_W: tl.constexpr = PW > 0 or (OW - 1) * SW + (KS - 1) * DW - PW >= W
+        acc = tl.zeros((BLOCK_K, BLOCK_P), dtype=tl.float32)
+        for i in tl.range(0, KR * KS * CB, num_stages=STAGES):
+            t = i // CB
+            c0 = (i % CB) * BLOCK_C
+            offs_c = c0 + tl.arange(0, BLOCK_C)
+            if FLAT_X:  # 1x1, stride 1, no padding, positions contiguous in x
+                paddr = offs_p
+                pm = pm0
+            else:
+                rr = t // KS
+                ss = t % KS
+                ih = oh * SH - PH + rr * DH
+                iw = ow * SW - PW + ss * DW
+                pm = pm0
+                if CHECK_H:
+                    pm = pm & (ih >= 0) & (ih < H)
+                if CHECK_W:
+                    pm = pm & (iw >= 0) & (iw < W)
+                paddr = ih * x_h + iw * x_w
+            wt = w + (t // KS) * w_r + (t % KS) * w_s
+            if EVEN_C:
+                a = tl.load(wt + (offs_k[:, None] * w_k + offs_c[None, :] * w_c),
+                            mask=km[:, None], other=0.0)
+                b = tl.load(xb + (offs_c[:, None] * x_c + paddr[None, :]), mask=pm[None, :],
+                            other=0.0)
+            else:
+                cm = offs_c < C
+                a = tl.load(wt + (offs_k[:, None] * w_k + offs_c[None, :] * w_c),
+                            mask=km[:, None] & cm[None, :], other=0.0)
+                b = tl.load(xb + (offs_c[:, None] * x_c + paddr[None, :]),
+                            mask=cm[:, None] & pm[None, :], other=0.0)
+            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        out = acc.to(y.dtype.element_ty)
+        if FLAT_Y:
+            yaddr = offs_p
+        else:
+            yaddr = oh * y_h + ow * y_w
+        tl.store(y + n * y_n + (offs_k[:, None] * y_k + yaddr[None, :]), out,
+                 mask=km[:, None] & pm0[None, :])
+
+    return kp_kernel
+
+
+def tap_major(w: Any) -> Any:
+    """`w` (K, C, *kernel) as a view of a copy laid out (*kernel, K, C): the weight tile of one
+    kernel tap is then contiguous along C, as the "k...p..." kernel reads it."""
+    nd = w.dim() - 2
+    order = (*range(2, 2 + nd), 0, 1)
+    back = (nd, nd + 1, *range(nd))
+    return w.permute(order).contiguous().permute(back)
+
+
 def _as2d(t: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(N, C, H, W) sizes and strides of a 3- or 4-dim tensor (1D: height 1)."""
     if t.dim() == 3:
@@ -148,7 +250,9 @@ def _as2d(t: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
 def run(x: Any, w: Any, y: Any, *, stride: Sequence[int], pad_pre: Sequence[int],
         dilation: Sequence[int], config: str, tf32: bool = False) -> Any:
     """y = conv(x, w) for an ungrouped 1D/2D convolution, written into `y` (its shape fixes the
-    output size, so asymmetric padding needs only `pad_pre`). Returns `y`."""
+    output size, so asymmetric padding needs only `pad_pre`). Any strides: `w` may be a view of a
+    tap-major copy (`tap_major`). Returns what Triton's launch returns (on a GPU, the compiled kernel: its
+    `.asm` holds the PTX)."""
     why = unavailable()
     if why is not None:
         raise RuntimeError(why)
@@ -170,10 +274,22 @@ def run(x: Any, w: Any, y: Any, *, stride: Sequence[int], pad_pre: Sequence[int]
         raise ValueError("convdoctor fprop kernel: tensors over 2^31 elements are not handled")
     cfg = parse_config(config)
     oh, ow = ys[2], ys[3]
+    prec = "tf32" if (tf32 and x.dtype.is_floating_point and x.element_size() == 4) else "ieee"
+    if cfg.kp:
+        flat_x = (kr == ks == 1 and st[1] == st[2] == 1 and pp[1] == pp[2] == 0
+                  and h == oh and wd == ow and xst[3] == 1 and xst[2] == wd)
+        flat_y = yst[3] == 1 and yst[2] == ow
+        grid3 = (-(-k // cfg.block_m), -(-(oh * ow) // cfg.block_n), n)
+        if n > 65535 or grid3[1] > 65535:
+            raise ValueError("convdoctor fprop kernel: batch or output plane over the grid's "
+                             "limit (65535 programs)")
+        return _kp_kernel()[grid3](x, w, y, c, h, wd, k, oh, ow, *xst, *wst, *yst, kr, ks, st[1],
+                                  st[2], pp[1], pp[2], dl[1], dl[2], prec, cfg.block_m,
+                                  cfg.block_n, cfg.block_c, cfg.stages, flat_x, flat_y,
+                                  num_warps=cfg.warps, num_stages=cfg.stages)
     xt = xst[3] == 1 or (xst[3] == 0 and yst[3] == 1)  # positions contiguous: NCHW
     grid = (-(-(n * oh * ow) // cfg.block_m), -(-k // cfg.block_n))
-    prec = "tf32" if (tf32 and x.dtype.is_floating_point and x.element_size() == 4) else "ieee"
-    _kernel()[grid](x, w, y, n, c, h, wd, k, oh, ow, *xst, *wst, *yst, kr, ks, st[1], st[2],
-                    pp[1], pp[2], dl[1], dl[2], prec, cfg.block_m, cfg.block_n, cfg.block_c,
-                    cfg.stages, xt, num_warps=cfg.warps, num_stages=cfg.stages)
-    return y
+    return _kernel()[grid](x, w, y, n, c, h, wd, k, oh, ow, *xst, *wst, *yst, kr, ks, st[1],
+                           st[2], pp[1], pp[2], dl[1], dl[2], prec, cfg.block_m, cfg.block_n,
+                           cfg.block_c, cfg.stages, xt, num_warps=cfg.warps,
+                           num_stages=cfg.stages)
