@@ -4,7 +4,8 @@ candidate? For bench-suite fp32 NCHW forward problems with TF32 allowed: times P
 path (cuDNN heuristics), cuBLAS's batched product for a stride-1 1x1 layer, and a sweep of the
 "k...p..." kernel's configurations (weights tap-major unless 1x1; the copy timed apart; the best
 configuration again on the weight as given, "+w"; the session-29 kernel's usual best for
-comparison), each timed with `triton.testing.do_bench` (L2 cleared before each call, median),
+comparison; FP_SWEEP=j: the "k...p...j..." configurations on the weight as given, with two "c"
+ones on the copy, "+tap"), each timed with `triton.testing.do_bench` (L2 cleared before each call, median),
 named by the MMA instruction it compiled to, and checked against a float64 reference (norm-wise relative
 error), beside session 29's tuned and benchmark=True times for the row. A child process per problem.
     python scripts/gpu/fp_probe.py GROUP/NAME [GROUP/NAME ...]  ->  $OUT/fp_probe.json
@@ -13,6 +14,7 @@ error), beside session 29's tuned and benchmark=True times for the row. A child 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -64,10 +66,15 @@ def one(spec: str) -> dict:
     wt = w if one_by_one else fk.tap_major(w)
     if not one_by_one:
         row["tap_major_copy_us"] = bench(lambda: fk.tap_major(w))
-    sweep = [(c, wt) for c in fk.KP_CONFIGS] + [(c, w) for c in SESSION29_BEST]
+    if os.environ.get("FP_SWEEP") == "j" and not one_by_one:
+        # the "k...p...j..." kernel on the weight as given, and the best "c" ones on the copy
+        sweep = [(c, w) for c in fk.J_CONFIGS] + [(c, wt) for c in ("k128p64c32w4s3",
+                                                                  "k256p64c32w8s3")]
+    else:
+        sweep = [(c, wt) for c in fk.KP_CONFIGS] + [(c, w) for c in SESSION29_BEST]
     cfgs = {}
     for cfg, ww in sweep:
-        label = cfg if ww is wt else cfg + "+w"
+        label = cfg if (ww is wt) == ("j" not in cfg) else cfg + ("+w" if ww is w else "+tap")
         try:
             y.fill_(float("nan"))
             t1 = time.time()
@@ -88,8 +95,8 @@ def one(spec: str) -> dict:
             cfgs[label] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
             if "illegal" in str(exc):
                 break
-    ok = {k: v for k, v in cfgs.items() if "us" in v and not k.endswith("+w")}
-    if ok and not one_by_one:
+    ok = {k: v for k, v in cfgs.items() if "us" in v and "+" not in k}
+    if ok and not one_by_one and os.environ.get("FP_SWEEP") != "j":
         # the best configuration again on the weight as given (strided along C)
         bestc = min(ok, key=lambda k: ok[k]["us"])
         try:

@@ -15,10 +15,12 @@ from convdoctor.kernels import fprop as fp
 def test_config_names_parse_and_bad_ones_are_refused() -> None:
     assert fp.parse_config("m128n64c32w4s3") == fp.Config(128, 64, 32, 4, 3)
     assert fp.parse_config("k64p128c32w4s3") == fp.Config(64, 128, 32, 4, 3, kp=True)
+    assert fp.parse_config("k64p32j32w4s4") == fp.Config(64, 32, 32, 4, 4, kp=True, nat=True)
     for name in fp.CONFIGS + fp.KP_CONFIGS:
         assert fp.parse_config(name).name == name
     for bad in ("m128n64c32w4", "m8n64c32w4s3", "m128n48c32w4s3", "m128n64c32w3s3",
-                "m128n64c512w4s3", "m128n64c32w4s9", "", "m128n64l32w4s3", "k64p48c32w4s3", "k64p64c32w4"):
+                "m128n64c512w4s3", "m128n64c32w4s9", "", "m128n64l32w4s3", "k64p48c32w4s3", "k64p64c32w4",
+                "k64p64x32w4s3"):
         with pytest.raises(ValueError):
             fp.parse_config(bad)
 
@@ -44,7 +46,8 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("config", ["m16n16c16w4s1", "m32n32c32w4s2", "k16p16c16w4s1",
-                                    "k32p16c32w4s2", "k16p32c16w4s2+tap"])
+                                    "k32p16c32w4s2", "k16p32c16w4s2+tap",
+                                    "k16p16j16w4s2", "k32p16j32w4s3+tap"])
 def test_the_kernel_matches_a_float64_reference(case, config: str) -> None:
     _triton()
     xs, wsz, st, pre, post, dl, cl = case
@@ -76,7 +79,8 @@ def test_a_1d_convolution_runs_as_2d_with_height_one() -> None:
     w = torch.rand((8, 6, 5), generator=gen) - 0.5
     ref = F.conv1d(x.double(), w.double(), stride=2, padding=2)
     for config, ww in (("m16n16c16w4s1", w), ("k16p16c16w4s1", w), ("k16p16c16w4s2",
-                                                                      fp.tap_major(w))):
+                                                                      fp.tap_major(w)),
+                      ("k16p16j16w4s1", w), ("k16p16j16w4s1", fp.tap_major(w))):
         y = torch.empty(ref.shape)
         fp.run(x, ww, y, stride=(2,), pad_pre=(2,), dilation=(1,), config=config)
         assert ((y.double() - ref).norm() / ref.norm()).item() < 1e-6, config

@@ -23,6 +23,9 @@ height 1.
   loaded along NCHW's contiguous positions with no transpose and, for a 1x1 stride-1 layer,
   addresses the compiler sees as contiguous (`FLAT_X`). The weight tile [BK x BC] is read along C:
   contiguous for 1x1, else from `tap_major(w)`. One pipelined loop runs over (tap, channel block).
+- "k<BK>p<BP>j<BJ>w<W>s<S>" (session 30): the same tile, but the reduction runs over j = (c, r, s)
+  in the weight's own order, BJ at a time, so the weight as given is read along j (no copy); the
+  input address is a part per j plus a part per position.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from .depthwise import unavailable as _dw_unavailable
 from .wgrad import _span, check_dot_tiles, geometry
 
 _CFG_RE = re.compile(r"^m(\d+)n(\d+)c(\d+)w(\d+)s(\d+)$")
-_KP_RE = re.compile(r"^k(\d+)p(\d+)c(\d+)w(\d+)s(\d+)$")
+_KP_RE = re.compile(r"^k(\d+)p(\d+)([cj])(\d+)w(\d+)s(\d+)$")
 # the configurations the probe sweeps
 CONFIGS = ("m128n64c32w4s3", "m128n128c32w8s3", "m64n64c32w4s4", "m64n128c32w4s3",
            "m128n64c16w4s4", "m64n32c32w4s3", "m256n64c32w8s3", "m128n128c16w8s4",
@@ -45,6 +48,8 @@ CONFIGS = ("m128n64c32w4s3", "m128n128c32w8s3", "m64n64c32w4s4", "m64n128c32w4s3
 KP_CONFIGS = ("k64p64c32w4s3", "k128p64c32w4s3", "k64p128c32w4s3", "k128p128c32w8s3",
               "k32p64c32w4s4", "k64p32c32w4s4", "k32p32c64w4s3", "k64p64c64w4s3",
               "k128p32c32w4s3", "k256p64c32w8s3")
+J_CONFIGS = ("k64p32j32w4s4", "k128p64j32w4s3", "k32p64j32w4s4", "k256p64j32w8s3",
+             "k128p32j32w4s3", "k128p128j32w8s3", "k64p64j32w4s3", "k64p64j64w4s3")
 
 unavailable = _dw_unavailable
 
@@ -60,11 +65,13 @@ class Config:
     warps: int
     stages: int
     kp: bool = False
+    nat: bool = False  # "k...p...j...": the reduction runs over (c, r, s) in the weight's order
 
     @property
     def name(self) -> str:
         if self.kp:
-            return f"k{self.block_m}p{self.block_n}c{self.block_c}w{self.warps}s{self.stages}"
+            return (f"k{self.block_m}p{self.block_n}{'j' if self.nat else 'c'}{self.block_c}"
+                    f"w{self.warps}s{self.stages}")
         return f"m{self.block_m}n{self.block_n}c{self.block_c}w{self.warps}s{self.stages}"
 
 
@@ -74,12 +81,17 @@ def parse_config(name: str) -> Config:
     3, kp=True); ValueError for anything else."""
     m = _CFG_RE.match(name)
     kp = _KP_RE.match(name)
-    if not (m or kp):
+    if m:
+        bm, bn, bc, w, s = (int(g) for g in m.groups())
+        nat = False
+    elif kp:
+        bm, bn, bc, w, s = (int(kp.group(i)) for i in (1, 2, 4, 5, 6))
+        nat = kp.group(3) == "j"
+    else:
         raise ValueError(f"not a forward kernel configuration: {name!r} (expected like "
-                         "m128n64c32w4s3 or k64p128c32w4s3)")
-    bm, bn, bc, w, s = (int(g) for g in (m or kp).groups())  # type: ignore[union-attr]
+                         "m128n64c32w4s3, k64p128c32w4s3 or k64p32j32w4s4)")
     check_dot_tiles(name, (bm, bn, bc), w, s)
-    return Config(bm, bn, bc, w, s, kp=kp is not None)
+    return Config(bm, bn, bc, w, s, kp=kp is not None, nat=nat)
 
 
 @functools.lru_cache(maxsize=1)
@@ -166,7 +178,7 @@ def _kp_kernel() -> Any:
                   PH: tl.constexpr, PW: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
                   PRECISION: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_P: tl.constexpr,
                   BLOCK_C: tl.constexpr, STAGES: tl.constexpr, FLAT_X: tl.constexpr,
-                  FLAT_Y: tl.constexpr):
+                  FLAT_Y: tl.constexpr, NAT: tl.constexpr, FLAT_W: tl.constexpr):
         # a program: BLOCK_K output channels x BLOCK_P output positions of image program_id(2);
         # one pipelined loop over (kernel tap, channel block), so a short channel loop per tap
         # does not restart the pipeline
@@ -186,37 +198,69 @@ def _kp_kernel() -> Any:
         CHECK_H: tl.constexpr = PH > 0 or (OH - 1) * SH + (KR - 1) * DH - PH >= H
         CHECK_W: tl.constexpr = PW > 0 or (OW - 1) * SW + (KS - 1) * DW - PW >= W
         acc = tl.zeros((BLOCK_K, BLOCK_P), dtype=tl.float32)
-        for i in tl.range(0, KR * KS * CB, num_stages=STAGES):
-            t = i // CB
-            c0 = (i % CB) * BLOCK_C
-            offs_c = c0 + tl.arange(0, BLOCK_C)
-            if FLAT_X:  # 1x1, stride 1, no padding, positions contiguous in x
-                paddr = offs_p
-                pm = pm0
-            else:
-                rr = t // KS
-                ss = t % KS
-                ih = oh * SH - PH + rr * DH
-                iw = ow * SW - PW + ss * DW
-                pm = pm0
+        if NAT:
+            # reduction index j = (c, r, s) in the weight's own order: the weight tile is read
+            # along j (contiguous when FLAT_W), the input address splits into a part per j and
+            # a part per position
+            RS: tl.constexpr = KR * KS
+            J: tl.constexpr = C * RS
+            ohb = oh * SH - PH
+            owb = ow * SW - PW
+            pbase = ohb * x_h + owb * x_w
+            for j0 in tl.range(0, J, BLOCK_C, num_stages=STAGES):
+                offs_j = j0 + tl.arange(0, BLOCK_C)
+                cj = offs_j // RS
+                rj = (offs_j // KS) % KR
+                sj = offs_j % KS
+                jm = offs_j < J
+                xm = jm[:, None] & pm0[None, :]
                 if CHECK_H:
-                    pm = pm & (ih >= 0) & (ih < H)
+                    ih = ohb[None, :] + (rj * DH)[:, None]
+                    xm = xm & (ih >= 0) & (ih < H)
                 if CHECK_W:
-                    pm = pm & (iw >= 0) & (iw < W)
-                paddr = ih * x_h + iw * x_w
-            wt = w + (t // KS) * w_r + (t % KS) * w_s
-            if EVEN_C:
-                a = tl.load(wt + (offs_k[:, None] * w_k + offs_c[None, :] * w_c),
-                            mask=km[:, None], other=0.0)
-                b = tl.load(xb + (offs_c[:, None] * x_c + paddr[None, :]), mask=pm[None, :],
-                            other=0.0)
-            else:
-                cm = offs_c < C
-                a = tl.load(wt + (offs_k[:, None] * w_k + offs_c[None, :] * w_c),
-                            mask=km[:, None] & cm[None, :], other=0.0)
-                b = tl.load(xb + (offs_c[:, None] * x_c + paddr[None, :]),
-                            mask=cm[:, None] & pm[None, :], other=0.0)
-            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+                    iw = owb[None, :] + (sj * DW)[:, None]
+                    xm = xm & (iw >= 0) & (iw < W)
+                jaddr = cj * x_c + rj * (DH * x_h) + sj * (DW * x_w)
+                b = tl.load(xb + (jaddr[:, None] + pbase[None, :]), mask=xm, other=0.0)
+                if FLAT_W:
+                    waddr = offs_j
+                else:
+                    waddr = cj * w_c + rj * w_r + sj * w_s
+                a = tl.load(w + (offs_k[:, None] * w_k + waddr[None, :]),
+                            mask=km[:, None] & jm[None, :], other=0.0)
+                acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        else:
+            for i in tl.range(0, KR * KS * CB, num_stages=STAGES):
+                t = i // CB
+                c0 = (i % CB) * BLOCK_C
+                offs_c = c0 + tl.arange(0, BLOCK_C)
+                if FLAT_X:  # 1x1, stride 1, no padding, positions contiguous in x
+                    paddr = offs_p
+                    pm = pm0
+                else:
+                    rr = t // KS
+                    ss = t % KS
+                    ih = oh * SH - PH + rr * DH
+                    iw = ow * SW - PW + ss * DW
+                    pm = pm0
+                    if CHECK_H:
+                        pm = pm & (ih >= 0) & (ih < H)
+                    if CHECK_W:
+                        pm = pm & (iw >= 0) & (iw < W)
+                    paddr = ih * x_h + iw * x_w
+                wt = w + (t // KS) * w_r + (t % KS) * w_s
+                if EVEN_C:
+                    a = tl.load(wt + (offs_k[:, None] * w_k + offs_c[None, :] * w_c),
+                                mask=km[:, None], other=0.0)
+                    b = tl.load(xb + (offs_c[:, None] * x_c + paddr[None, :]),
+                                mask=pm[None, :], other=0.0)
+                else:
+                    cm = offs_c < C
+                    a = tl.load(wt + (offs_k[:, None] * w_k + offs_c[None, :] * w_c),
+                                mask=km[:, None] & cm[None, :], other=0.0)
+                    b = tl.load(xb + (offs_c[:, None] * x_c + paddr[None, :]),
+                                mask=cm[:, None] & pm[None, :], other=0.0)
+                acc = tl.dot(a, b, acc, input_precision=PRECISION)
         out = acc.to(y.dtype.element_ty)
         if FLAT_Y:
             yaddr = offs_p
@@ -279,6 +323,7 @@ def run(x: Any, w: Any, y: Any, *, stride: Sequence[int], pad_pre: Sequence[int]
         flat_x = (kr == ks == 1 and st[1] == st[2] == 1 and pp[1] == pp[2] == 0
                   and h == oh and wd == ow and xst[3] == 1 and xst[2] == wd)
         flat_y = yst[3] == 1 and yst[2] == ow
+        flat_w = wst[3] == 1 and wst[2] == ks and wst[1] == kr * ks
         grid3 = (-(-k // cfg.block_m), -(-(oh * ow) // cfg.block_n), n)
         if n > 65535 or grid3[1] > 65535:
             raise ValueError("convdoctor fprop kernel: batch or output plane over the grid's "
@@ -286,7 +331,7 @@ def run(x: Any, w: Any, y: Any, *, stride: Sequence[int], pad_pre: Sequence[int]
         return _kp_kernel()[grid3](x, w, y, c, h, wd, k, oh, ow, *xst, *wst, *yst, kr, ks, st[1],
                                   st[2], pp[1], pp[2], dl[1], dl[2], prec, cfg.block_m,
                                   cfg.block_n, cfg.block_c, cfg.stages, flat_x, flat_y,
-                                  num_warps=cfg.warps, num_stages=cfg.stages)
+                                  cfg.nat, flat_w, num_warps=cfg.warps, num_stages=cfg.stages)
     xt = xst[3] == 1 or (xst[3] == 0 and yst[3] == 1)  # positions contiguous: NCHW
     grid = (-(-(n * oh * ow) // cfg.block_m), -(-k // cfg.block_n))
     return _kernel()[grid](x, w, y, n, c, h, wd, k, oh, ow, *xst, *wst, *yst, kr, ks, st[1],
