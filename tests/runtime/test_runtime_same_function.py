@@ -403,16 +403,22 @@ def test_torch_compile_inductor_gpu() -> None:
 
 def _kernel_route(kind: str) -> Any:
     """A route function sending the directions where convdoctor's Triton kernel `kind` ("dw",
-    "wg" or "sc") runs through its executor, with one of its offered configurations (the last for
-    "dw" and "sc": a sub-pixel one where strided; the first for "wg"), and every other direction
+    "wg", "sc" or "fp") runs through its executor, with one of its offered configurations (the last for
+    "dw" and "sc": a sub-pixel one where strided; the first for "wg" and "fp"), and every other direction
     to PyTorch's path."""
     from convdoctor.runtime.execs import default_exec
-    from convdoctor.runtime.triton_exec import TritonDwExec, TritonScExec, TritonWgExec
+    from convdoctor.runtime.triton_exec import (
+        TritonDwExec,
+        TritonFpExec,
+        TritonScExec,
+        TritonWgExec,
+    )
     from convdoctor.tune.gpu import policy
 
     configs, cls, pick = {"dw": (policy.triton_dw_configs, TritonDwExec, -1),
                           "wg": (policy.triton_wg_configs, TritonWgExec, 0),
-                          "sc": (policy.triton_sc_configs, TritonScExec, -1)}[kind]
+                          "sc": (policy.triton_sc_configs, TritonScExec, -1),
+                          "fp": (policy.triton_fp_configs, TritonFpExec, 0)}[kind]
 
     def route(m: nn.Module, x: torch.Tensor) -> S.Site:
         def executor(prob: Any) -> object:
@@ -492,6 +498,27 @@ def test_triton_small_c_same_function_gpu(name: str, dtype: torch.dtype,
     pytest.importorskip("triton")
     _routed_case(TRITON_SC_CASES[name](), dtype, channels_last, _kernel_route("sc"),
                  {"fprop": "torch:default", "dgrad": "triton:sc_", "wgrad": "torch:default"})
+
+
+TRITON_FP_CASES = {
+    "bias": lambda: nn.Conv2d(6, 8, 3, padding=1),
+    "strided_7x7": lambda: nn.Conv2d(6, 16, 7, stride=2, padding=3, bias=False),
+    "same_even": lambda: nn.Conv2d(6, 4, 4, padding="same"),   # asymmetric
+    "dilated_reflect": lambda: nn.Conv2d(6, 6, 3, dilation=2, padding=2, padding_mode="reflect"),
+    "one_by_one": lambda: nn.Conv2d(40, 24, 1),
+    "conv1d_strided": lambda: nn.Conv1d(6, 6, 2, stride=2),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(TRITON_FP_CASES))
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "cl"])
+def test_triton_forward_same_function_gpu(name: str, channels_last: bool) -> None:
+    """Forward calls through convdoctor's forward Triton kernel (fp32, the dtype it is offered
+    for) compute PyTorch's outputs, with no silent fallback; gradients stay PyTorch's."""
+    pytest.importorskip("triton")
+    _routed_case(TRITON_FP_CASES[name](), torch.float32, channels_last, _kernel_route("fp"),
+                 {"fprop": "triton:fp_", "dgrad": "torch:default", "wgrad": "torch:default"})
 
 
 IM2COL_CASES = {

@@ -131,7 +131,8 @@ def test_prefix_tables_agree() -> None:
     assert optimizer.DUAL_PREFIX == policy.DUAL_PREFIX
     assert optimizer.TRITON_PREFIX == policy.TRITON_PREFIX
     assert optimizer.TRITON_PREFIXES == policy.TRITON_PREFIXES
-    for k in ("triton:dw_c1p256w4", "triton:wg_m32n64l64w4s3r", "triton:sc_k8p256w4s"):
+    for k in ("triton:dw_c1p256w4", "triton:wg_m32n64l64w4s3r", "triton:sc_k8p256w4s",
+              "triton:fp_k64p32j32w4s4"):
         assert optimizer._not_for_transposed(k) and not optimizer._is_plan(k)
     for k in ("cudnn:eng0", "cudnn-dual:eng71_k28=1", "torch:gemm", "torch:heuristic"):
         assert optimizer._is_plan(k) == policy.is_plan_key(k)

@@ -567,6 +567,34 @@ def test_triton_wgrad_candidates_are_listed_correct_and_timed(backend, text: str
 
 
 @pytest.mark.parametrize("text", [
+    "fprop n=8 c=512 w=99 k=512 s=2 stride=2 dtype=float32",
+    "fprop n=4 c=19 h=17 w=15 k=33 r=3 s=3 stride=2 pad_pre=1 pad_post=0 dtype=float32 math=strict",
+    "fprop n=4 c=64 h=28 w=28 k=64 r=3 s=3 pad=2 dil=2 dtype=float32 layout=nhwc",
+    "fprop n=4 c=40 h=7 w=7 k=24 r=1 s=1 dtype=float32",
+])
+def test_triton_forward_candidates_are_listed_correct_and_timed(backend, text: str) -> None:
+    """The forward kernel's configurations are offered for ungrouped fp32 1D/2D fprop, each passes
+    the float64 check with a poisoned output (TF32 only where allowed), and times; dgrad, wgrad,
+    fp16 and grouped problems get none."""
+    pytest.importorskip("triton")
+    from convdoctor.tune.gpu import policy
+
+    p = P(text)
+    cands = [c for c in backend.torch_candidates(p) if c.key.startswith(policy.TRITON_FP_PREFIX)]
+    assert cands and len(cands) == len(policy.triton_fp_configs(p))
+    assert all(c.deterministic for c in cands)
+    for c in cands:
+        _runs_correct_and_times(backend, p, c, 3)
+    others = [text.replace("fprop", "dgrad"), text.replace("fprop", "wgrad"),
+              text.replace("float32", "float16")]
+    if p.c % 2 == 0 and p.k % 2 == 0:
+        others.append(text.replace("k=", "groups=2 k="))
+    for other in others:
+        assert not any(c.key.startswith(policy.TRITON_FP_PREFIX)
+                       for c in backend.torch_candidates(P(other)))
+
+
+@pytest.mark.parametrize("text", [
     "dgrad n=2 c=1 d=16 h=16 w=16 k=32 t=3 r=3 s=3 pad=1 dtype=float32",
     "dgrad n=4 c=3 h=64 w=64 k=64 r=7 s=7 stride=2 pad_pre=3 pad_post=2 dtype=float32",
     "dgrad n=4 c=3 h=33 w=33 k=32 r=3 s=3 stride=2 dtype=float16 layout=nhwc",

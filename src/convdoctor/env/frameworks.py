@@ -132,7 +132,7 @@ def probe_jax(ctx: ProbeContext) -> Fact:
 def probe_triton(ctx: ProbeContext) -> Fact:
     """Triton (ships with CUDA builds of torch): its version from triton/__init__.py, not imported.
     convdoctor's own kernels (`convdoctor.kernels`, tuner candidates `triton:dw_`, `triton:wg_`,
-    `triton:sc_`) need it."""
+    `triton:sc_`, `triton:fp_`) need it."""
     s = ctx.system
     fact = Fact("triton")
     d = s.find_module_dir("triton")

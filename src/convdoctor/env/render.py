@@ -52,7 +52,7 @@ def summary(report: Report) -> str:
     tr = _val(report, "triton")
     if tr.get("installed"):
         lines.append(f"triton:    {tr.get('version') or '?'}  (convdoctor's own kernels: tuner "
-                     "candidates triton:dw_, triton:wg_, triton:sc_)")
+                     "candidates triton:dw_, triton:wg_, triton:sc_, triton:fp_)")
     elif t.get("installed") and t.get("cuda") and tr:
         lines.append("triton:    not installed (convdoctor's own kernels are not offered)")
     copies = [c for c in _val(report, "libraries").get("copies", []) if not c.get("same_file_as")]

@@ -1,18 +1,21 @@
 """Forward convolution as an implicit GEMM in Triton, reading NCHW (or channels-last) in place.
 
-PROBE STAGE (session 29): measured by `scripts/gpu/fp_probe.py`, NOT a tuner candidate or a
-runtime route. This first version lost on all 16 rows probed (H100, fp32 NCHW, TF32: 1.4-5.2x
-slower than the tuned cuDNN paths, e.g. Mixed_7b.branch3x3_2a 39.1 vs 24.6 us, Mixed_6b.branch7x7_2
-98.0 vs 23.4 us; relative error 7.7e-4 against float64); likely causes, not yet measured: the
-weight tile is gathered with a stride of R*S elements, and the NCHW input tile goes through a
-transpose for `tl.dot`. Why it might pay: on the H100, cuDNN's fastest fp32 NCHW forward plans for mid-size
-layers (eng67) copy x to NHWC in their workspace, run a Hopper GEMM and write NCHW back; Inception
-Mixed_6b.branch7x7_2 (32x128x17x17, 1x7) ran 23.4 us for 2.1 GFLOP and 9.5 MB - a quarter of
-either roofline - and such rows sit just under the 1.10x line of issue 5's forward share.
+Tuner candidates `triton:fp_<config>` (session 30): the "k...p...j..." configurations in
+`OFFERED`, for ungrouped fp32 1D/2D forward problems; the runtime runs a chosen one through
+`convdoctor.runtime.triton_exec.TritonFpExec`. On the H100 (fp32 NCHW, TF32) cuDNN's fastest
+plans for mid-size layers (eng67) copy x to NHWC in their workspace, run a Hopper GEMM and write
+NCHW back, well under either roofline, so a kernel that reads NCHW in place could win. Measured
+(`scripts/gpu/fp_probe.py`, results in docs/results/s29 and s30):
+- session 29's first kernel ("m...n...") lost on all 16 rows probed, 1.4-5.2x slower than the
+  tuned paths;
+- the "k...p...c..." kernel was 1.3-2x faster than that one, but still lost on every 1x1 layer
+  (pw960-160@7 26.0 vs 20.0 us) and, given the tap-major weight copy it needs, everywhere else;
+- the "k...p...j..." kernel won one row of 15, wav2vec2 feature_extractor.conv6 (19.2 vs 22.0 us),
+  and lost the rest (Mixed_7b.branch3x3_2a 28.2 vs 24.6 us, 1D layers with long rows 4-8x).
 
     y[n, k, oh, ow] = sum over (c, r, s) of x[n, c, oh*SH - PH + r*DH, ow*SW - PW + s*DW] * w[k, c, r, s]
 
-Two kernels, both accumulating with `tl.dot` in fp32 (TF32 inputs only where the math mode allows);
+Three kernel variants, all accumulating with `tl.dot` in fp32 (TF32 inputs only where the math mode allows);
 padding is a masked load whose test depends on the position only. 1D problems are 2D ones with
 height 1.
 - "m<BM>n<BN>c<BC>w<W>s<S>" (session 29): a program computes [BM output positions x BN output
@@ -52,6 +55,48 @@ J_CONFIGS = ("k64p32j32w4s4", "k128p64j32w4s3", "k32p64j32w4s4", "k256p64j32w8s3
              "k128p32j32w4s3", "k128p128j32w8s3", "k64p64j32w4s3", "k64p64j64w4s3")
 
 unavailable = _dw_unavailable
+
+PREFIX = "triton:fp_"
+# Configurations offered to the tuner (`configs_for`): "k...p...j..." ones, which read the weight
+# as given. Each was the fastest of the 8 swept on at least one of 15 fp32 NCHW suite layers
+# (H100, session 30, scripts/gpu/fp_probe.py with FP_SWEEP=j). The kernel beat the tuned cuDNN
+# path on one of those 15, wav2vec2 feature_extractor.conv6 (19.2 vs 22.0 us).
+OFFERED = ("k64p32j32w4s4", "k128p64j32w4s3", "k32p64j32w4s4", "k256p64j32w8s3",
+           "k128p128j32w8s3", "k64p64j32w4s3")
+MAX_GRID_Z = 65535
+
+
+def key_of(config: str) -> str:
+    return PREFIX + config
+
+
+def config_of(key: str) -> str | None:
+    return key[len(PREFIX):] if key.startswith(PREFIX) else None
+
+
+def eligible(direction: str, ndim: int, groups: int, dtype: str, n: int) -> str | None:
+    """None when the kernel runs (and is offered for) this problem, else why not."""
+    if direction != "fprop":
+        return f"{direction}: the forward kernel computes forward convolutions only"
+    if ndim not in (1, 2):
+        return f"{ndim}D: the forward kernel runs 1D and 2D convolutions"
+    if groups != 1:
+        return "grouped: the forward kernel runs ungrouped convolutions only"
+    if dtype != "float32":
+        return f"{dtype}: the forward kernel is offered for float32 only"
+    if n > MAX_GRID_Z:
+        return f"a batch of {n} (one program row per image, at most {MAX_GRID_Z})"
+    return None
+
+
+def unfit(problem: Any) -> str | None:
+    """`eligible` for a `ConvProblem` (None: the kernel runs it and is offered for it)."""
+    return eligible(problem.direction, problem.ndim, problem.groups, problem.dtype, problem.n)
+
+
+def configs_for(problem: Any) -> tuple[str, ...]:
+    """The configurations offered for `problem` (none where `unfit`)."""
+    return () if unfit(problem) is not None else OFFERED
 
 
 @dataclass(frozen=True)

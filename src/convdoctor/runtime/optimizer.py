@@ -585,7 +585,8 @@ DUAL_PENALTY_S = 8e-6
 TRITON_PREFIX = "triton:dw_"  # = convdoctor.tune.gpu.policy.TRITON_PREFIX
 TRITON_WG_PREFIX = "triton:wg_"  # = convdoctor.tune.gpu.policy.TRITON_WG_PREFIX
 TRITON_SC_PREFIX = "triton:sc_"  # = convdoctor.tune.gpu.policy.TRITON_SC_PREFIX
-TRITON_PREFIXES = (TRITON_PREFIX, TRITON_WG_PREFIX, TRITON_SC_PREFIX)
+TRITON_FP_PREFIX = "triton:fp_"  # = convdoctor.tune.gpu.policy.TRITON_FP_PREFIX
+TRITON_PREFIXES = (TRITON_PREFIX, TRITON_WG_PREFIX, TRITON_SC_PREFIX, TRITON_FP_PREFIX)
 # Host cost of a `triton:dw_` route per call outside a CUDA graph: Triton's Python launcher plus the
 # executor's checks and output allocation. Measured on the H100 host (session 26,
 # scripts/gpu/triton_launch_cost.py, Triton 3.6.0, back-to-back eager calls of a tiny depthwise
@@ -689,10 +690,11 @@ def _executors(keys: list[str], problem: Any, dev: str, notes: list[str],
             if dev != "cuda":
                 continue
             try:
-                from .triton_exec import TritonDwExec, TritonScExec, TritonWgExec
+                from .triton_exec import TritonDwExec, TritonFpExec, TritonScExec, TritonWgExec
 
                 tcls: Any = {TRITON_PREFIX: TritonDwExec, TRITON_WG_PREFIX: TritonWgExec,
-                             TRITON_SC_PREFIX: TritonScExec}[key[:len(TRITON_PREFIX)]]
+                             TRITON_SC_PREFIX: TritonScExec,
+                             TRITON_FP_PREFIX: TritonFpExec}[key[:len(TRITON_PREFIX)]]
                 out.append(tcls.build(key, problem))
             except Exception as exc:  # noqa: BLE001 - no Triton here, or not this problem
                 notes.append(f"{key} for {problem.short()} not used: {type(exc).__name__}: {exc}")

@@ -2,14 +2,15 @@
 (`TritonDwExec`, `convdoctor.kernels.depthwise`); `triton:wg_<config>`, the weight gradient of an
 ungrouped convolution with a small weight (`TritonWgExec`, `convdoctor.kernels.wgrad`);
 `triton:sc_<config>`, the data gradient of an ungrouped convolution with at most 4 input channels
-(`TritonScExec`, `convdoctor.kernels.smallc`).
+(`TritonScExec`, `convdoctor.kernels.smallc`); `triton:fp_<config>`, the forward call of an
+ungrouped fp32 1D/2D convolution (`TritonFpExec`, `convdoctor.kernels.fprop`).
 
 The tuner offers each kernel where it runs the problem and keeps it only where it measured faster
 than every cuDNN and PyTorch path and matched the float64 reference. Like a cuDNN plan, an executor
 is built for one problem and one direction: the depthwise fprop executor runs forward calls, a
 dgrad one computes dx, the wgrad one dw; asking one for another direction raises, and the route
 falls back (`runtime.fallback`). The kernels accumulate in fp32; the depthwise and small-C kernels
-never round fp32 inputs to TF32, the wgrad kernel does only where PyTorch's TF32 flag for
+never round fp32 inputs to TF32, the wgrad and forward kernels do only where PyTorch's TF32 flag for
 convolutions allows it at the time of the call (as cuDNN would). Ordinary (not transposed)
 convolutions only.
 """
@@ -20,7 +21,7 @@ from typing import Any
 
 import torch
 
-from ..kernels import depthwise, smallc, wgrad
+from ..kernels import depthwise, fprop, smallc, wgrad
 from ..tune import gemm
 from .execs import ConvArgs
 
@@ -172,3 +173,36 @@ class TritonScExec(_TritonExec):
         if mask[2]:
             gb = self._bias_grad(gy)
         return gx, None, gb
+
+
+class TritonFpExec(_TritonExec):
+    """`triton:fp_<config>`: the forward calls of the fprop problem it was tuned on."""
+
+    KERNEL = fprop
+    WHAT = "forward implicit-GEMM"
+
+    def fprop(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
+              a: ConvArgs) -> torch.Tensor:
+        if self.direction != "fprop":
+            raise RuntimeError(f"{self.key} was tuned for {self.direction}, not fprop")
+        self._ungrouped(a, x, w)
+        nd = x.dim() - 2
+        if nd not in (1, 2) or w.dim() != x.dim():
+            raise RuntimeError(f"{self.key}: runs 1D and 2D convolutions only")
+        out = [(int(x.shape[2 + i]) + 2 * a.padding[i] - a.dilation[i] * (int(w.shape[2 + i]) - 1)
+                - 1) // a.stride[i] + 1 for i in range(nd)]
+        if min(out) < 1 or x.shape[0] == 0 or x.shape[1] != w.shape[1]:
+            raise RuntimeError(f"{self.key}: input {tuple(x.shape)} and weight {tuple(w.shape)} "
+                               "give no output")
+        y = torch.empty((x.shape[0], w.shape[0], *out), dtype=x.dtype, device=x.device,
+                        memory_format=depthwise.format_of(x))
+        fprop.run(_dense(x), w, y, stride=a.stride, pad_pre=a.padding, dilation=a.dilation,
+                  config=self.config, tf32=gemm.conv_tf32_allowed())
+        if b is not None:
+            y.add_(b.view(1, -1, *([1] * nd)))
+        return y
+
+    def backward(self, gy: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
+                 bias_sizes: list[int] | None, a: ConvArgs, mask: tuple[bool, bool, bool]
+                 ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+        raise RuntimeError(f"{self.key} computes forward calls only, not gradients")

@@ -45,7 +45,8 @@ TWIN_PREFIX = "twin:"  # = convdoctor.tune.gpu.policy.TWIN_PREFIX (no torch impo
 CUDNN_PREFIX = "cudnn:"  # = convdoctor.tune.gpu.policy.CUDNN_PREFIX
 # candidates a runner builds by name (= convdoctor.tune.gpu.policy.PLAN_PREFIXES, and the Triton
 # kernels' configurations, policy.TRITON_PREFIXES)
-PLAN_PREFIXES = (CUDNN_PREFIX, "cudnn-dual:", "triton:dw_", "triton:wg_", "triton:sc_")
+PLAN_PREFIXES = (CUDNN_PREFIX, "cudnn-dual:", "triton:dw_", "triton:wg_", "triton:sc_",
+                 "triton:fp_")
 
 # The PyTorch and referee arms only time paths chosen elsewhere: no knob refinement there (it
 # would run cuDNN plans in those processes before PyTorch's paths are timed, and cost time).

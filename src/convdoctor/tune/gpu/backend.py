@@ -23,6 +23,9 @@ Candidates for a problem:
   configuration, fp32 accumulation, TF32 products only where the math mode allows them;
 - `triton:sc_<config>`: an ungrouped dgrad of a layer with at most 4 input channels (1D/2D/3D) by
   convdoctor's direct Triton kernel (`convdoctor.kernels.smallc`), fp32 accumulation, no TF32;
+- `triton:fp_<config>`: an ungrouped fp32 fprop (1D/2D) by convdoctor's implicit-GEMM Triton
+  kernel reading NCHW in place (`convdoctor.kernels.fprop`), fp32 accumulation, TF32 products only
+  where the math mode allows them;
   all offered where Triton imports (`CONVDOCTOR_TRITON=0` turns them off).
 
 Runners: fprop via torch.nn.functional.conv{1,2,3}d, dgrad via aten.convolution_backward with
@@ -597,6 +600,17 @@ class TritonScRunner(_TritonRunner):
                                dilation=p.dilation, config=self.config)
 
 
+class TritonFpRunner(_TritonRunner):
+    """`triton:fp_<config>`: the forward implicit-GEMM kernel into the y buffer."""
+
+    KERNEL = "fprop"
+
+    def run(self) -> Any:
+        p = self.problem
+        return self.kernel.run(self.a, self.b, self.out, stride=p.stride, pad_pre=p.pad_pre,
+                               dilation=p.dilation, config=self.config, tf32=self.tf32)
+
+
 def triton_enabled() -> bool:
     """`CONVDOCTOR_TRITON=0` keeps convdoctor's Triton kernels out of the candidates."""
     import os
@@ -880,6 +894,15 @@ class CudaBackend:
                 out += [Candidate(policy.TRITON_SC_PREFIX + c, "cuda", 0, True,
                                   ("direct small-C dgrad kernel (Triton, convdoctor.kernels."
                                    "smallc), fp32 accumulation",)) for c in configs]
+            from ...kernels import fprop
+
+            configs = policy.triton_fp_configs(problem)
+            if configs and fprop.unavailable() is None:
+                # a fixed order of fp32 sums per output, no atomics: the same bits run to run
+                out += [Candidate(policy.TRITON_FP_PREFIX + c, "cuda", 0, True,
+                                  ("forward implicit-GEMM kernel reading NCHW in place (Triton, "
+                                   "convdoctor.kernels.fprop), fp32 accumulation",))
+                        for c in configs]
         if not (problem.deterministic and problem.direction != "fprop"):
             out.append(Candidate("torch:cudnn-off", "cuda", 0, problem.direction == "fprop",
                                  ("PyTorch native CUDA kernels (cuDNN disabled)",) + asym))
@@ -1101,6 +1124,8 @@ class CudaBackend:
                 return TritonWgRunner(self, problem, candidate)
             if candidate.key.startswith(policy.TRITON_SC_PREFIX):
                 return TritonScRunner(self, problem, candidate)
+            if candidate.key.startswith(policy.TRITON_FP_PREFIX):
+                return TritonFpRunner(self, problem, candidate)
             if candidate.key == "torch:heuristic" and self.isolate_heuristic:
                 return self._heuristic_child().prepare(problem, candidate)
             runner: Any = (GemmRunner if candidate.key in policy.GEMM_KEYS else

@@ -48,7 +48,10 @@ TRITON_WG_PREFIX = "triton:wg_"
 # "triton:sc_<config>": an ungrouped dgrad of a layer with at most 4 input channels by convdoctor's
 # direct Triton kernel (`convdoctor.kernels.smallc`), one key per configuration
 TRITON_SC_PREFIX = "triton:sc_"
-TRITON_PREFIXES = (TRITON_PREFIX, TRITON_WG_PREFIX, TRITON_SC_PREFIX)
+# "triton:fp_<config>": an ungrouped fp32 1D/2D fprop by convdoctor's implicit-GEMM Triton kernel
+# reading NCHW in place (`convdoctor.kernels.fprop`), one key per configuration
+TRITON_FP_PREFIX = "triton:fp_"
+TRITON_PREFIXES = (TRITON_PREFIX, TRITON_WG_PREFIX, TRITON_SC_PREFIX, TRITON_FP_PREFIX)
 # "twin:<key>": candidate <key> run in the torch:heuristic child process, so the bench referee can
 # compare a choice with PyTorch's heuristic path inside one process (never a tuning candidate)
 TWIN_PREFIX = "twin:"
@@ -94,6 +97,14 @@ def triton_sc_configs(problem: ConvProblem) -> tuple[str, ...]:
     if smallc.unfit(problem) is not None:
         return ()
     return smallc.configs_for(problem.k, strided=any(s > 1 for s in problem.stride))
+
+
+def triton_fp_configs(problem: ConvProblem) -> tuple[str, ...]:
+    """The forward kernel's configurations offered for `problem` (none unless it is an ungrouped
+    fp32 1D/2D fprop)."""
+    from ...kernels import fprop
+
+    return fprop.configs_for(problem)
 
 
 # `torch:im2col` allocates its patch matrix per call: larger ones are not offered
