@@ -78,7 +78,7 @@ def one(spec: str) -> dict:
         try:
             y.fill_(float("nan"))
             t1 = time.time()
-            ck = fk.run(x, ww, y, stride=p.stride, pad_pre=p.pad_pre, dilation=p.dilation,
+            ck = fk.launch(x, ww, y, stride=p.stride, pad_pre=p.pad_pre, dilation=p.dilation,
                         config=cfg, tf32=True)
             torch.cuda.synchronize()
             first = time.time() - t1

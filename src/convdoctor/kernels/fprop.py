@@ -339,9 +339,15 @@ def _as2d(t: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
 def run(x: Any, w: Any, y: Any, *, stride: Sequence[int], pad_pre: Sequence[int],
         dilation: Sequence[int], config: str, tf32: bool = False) -> Any:
     """y = conv(x, w) for an ungrouped 1D/2D convolution, written into `y` (its shape fixes the
-    output size, so asymmetric padding needs only `pad_pre`). Any strides: `w` may be a view of a
-    tap-major copy (`tap_major`). Returns what Triton's launch returns (on a GPU, the compiled kernel: its
-    `.asm` holds the PTX)."""
+    output size, so asymmetric padding needs only `pad_pre`). Any strides. Returns `y`."""
+    launch(x, w, y, stride=stride, pad_pre=pad_pre, dilation=dilation, config=config, tf32=tf32)
+    return y
+
+
+def launch(x: Any, w: Any, y: Any, *, stride: Sequence[int], pad_pre: Sequence[int],
+           dilation: Sequence[int], config: str, tf32: bool = False) -> Any:
+    """`run`, returning what Triton's launch returns (on a GPU, the compiled kernel: its `.asm`
+    holds the PTX, for `scripts/gpu/fp_probe.py`)."""
     why = unavailable()
     if why is not None:
         raise RuntimeError(why)
