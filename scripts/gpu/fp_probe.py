@@ -2,9 +2,8 @@
 """Is convdoctor's forward implicit-GEMM kernel (`convdoctor.kernels.fprop`, probe stage) worth a
 candidate? For bench-suite fp32 NCHW forward problems with TF32 allowed: times PyTorch's default
 path (cuDNN heuristics), cuBLAS's batched product for a stride-1 1x1 layer, and a sweep of the
-"k...p..." kernel's configurations (weights tap-major unless 1x1; the copy timed apart; the best
-configuration again on the weight as given, "+w"; the session-29 kernel's usual best for
-comparison; FP_SWEEP=j: the "k...p...j..." configurations on the weight as given, with two "c"
+"k...p...c..." configurations (weights tap-major unless 1x1; the copy timed apart; the best
+configuration again on the weight as given, "+w"; FP_SWEEP=j: the "k...p...j..." configurations on the weight as given, with two "c"
 ones on the copy, "+tap"), each timed with `triton.testing.do_bench` (L2 cleared before each call, median),
 named by the MMA instruction it compiled to, and checked against a float64 reference (norm-wise relative
 error), beside session 29's tuned and benchmark=True times for the row. A child process per problem.
@@ -19,8 +18,6 @@ import sys
 import time
 
 S29 = "docs/results/s29/bench_fp32-nchw_fprop_full.json"
-# the session-29 kernel's best configuration on most rows, kept as the comparison
-SESSION29_BEST = ("m128n64c32w4s3",)
 
 
 def one(spec: str) -> dict:
@@ -66,15 +63,19 @@ def one(spec: str) -> dict:
     wt = w if one_by_one else fk.tap_major(w)
     if not one_by_one:
         row["tap_major_copy_us"] = bench(lambda: fk.tap_major(w))
-    if os.environ.get("FP_SWEEP") == "j" and not one_by_one:
+    sweep_j = os.environ.get("FP_SWEEP") == "j"
+    if sweep_j and not one_by_one:
         # the "k...p...j..." kernel on the weight as given, and the best "c" ones on the copy
         sweep = [(c, w) for c in fk.J_CONFIGS] + [(c, wt) for c in ("k128p64c32w4s3",
                                                                   "k256p64c32w8s3")]
     else:
-        sweep = [(c, wt) for c in fk.KP_CONFIGS] + [(c, w) for c in SESSION29_BEST]
+        sweep = [(c, wt) for c in fk.KP_CONFIGS]
     cfgs = {}
     for cfg, ww in sweep:
-        label = cfg if (ww is wt) == ("j" not in cfg) else cfg + ("+w" if ww is w else "+tap")
+        # "+tap": on the tap-major copy in a "j" sweep (its time leaves the copy out); "+w": a
+        # "c" configuration on the weight as given
+        label = cfg + ("+tap" if sweep_j and ww is wt and not one_by_one else
+                       "+w" if not sweep_j and ww is w and not one_by_one else "")
         try:
             y.fill_(float("nan"))
             t1 = time.time()
@@ -96,7 +97,7 @@ def one(spec: str) -> dict:
             if "illegal" in str(exc):
                 break
     ok = {k: v for k, v in cfgs.items() if "us" in v and "+" not in k}
-    if ok and not one_by_one and os.environ.get("FP_SWEEP") != "j":
+    if ok and not one_by_one and not sweep_j:
         # the best configuration again on the weight as given (strided along C)
         bestc = min(ok, key=lambda k: ok[k]["us"])
         try:

@@ -1,7 +1,8 @@
-"""The forward implicit-GEMM Triton kernel (probe stage): configurations and, where Triton is
-installed, the kernel under Triton's CPU interpreter against a float64 reference - NCHW and
-channels-last, strides, dilation, asymmetric padding, 1D, channel and output-channel counts that
-are not multiples of the tiles. The GPU figures come from scripts/gpu/fp_probe.py."""
+"""The forward implicit-GEMM Triton kernel (`triton:fp_` candidates): configurations, the offer,
+the contiguous flat paths and, where Triton is installed, the kernel under Triton's CPU interpreter
+against a float64 reference - NCHW and channels-last, strides, dilation, asymmetric padding, 1D,
+channel and output-channel counts that are not multiples of the tiles - and the runtime executor.
+The GPU figures come from scripts/gpu/fp_probe.py and fp_sweep.py."""
 
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ from convdoctor.problem import ConvProblem
 
 
 def test_config_names_parse_and_bad_ones_are_refused() -> None:
-    assert fp.parse_config("m128n64c32w4s3") == fp.Config(128, 64, 32, 4, 3)
-    assert fp.parse_config("k64p128c32w4s3") == fp.Config(64, 128, 32, 4, 3, kp=True)
-    assert fp.parse_config("k64p32j32w4s4") == fp.Config(64, 32, 32, 4, 4, kp=True, nat=True)
-    for name in fp.CONFIGS + fp.KP_CONFIGS:
+    assert fp.parse_config("k64p128c32w4s3") == fp.Config(64, 128, 32, 4, 3)
+    assert fp.parse_config("k64p32j32w4s4") == fp.Config(64, 32, 32, 4, 4, nat=True)
+    for name in fp.KP_CONFIGS + fp.J_CONFIGS + fp.OFFERED:
         assert fp.parse_config(name).name == name
-    for bad in ("m128n64c32w4", "m8n64c32w4s3", "m128n48c32w4s3", "m128n64c32w3s3",
-                "m128n64c512w4s3", "m128n64c32w4s9", "", "m128n64l32w4s3", "k64p48c32w4s3", "k64p64c32w4",
+    for bad in ("k128p64c32w4", "k8p64c32w4s3", "k128p48c32w4s3", "k128p64c32w3s3",
+                "k128p64c512w4s3", "k128p64c32w4s9", "", "k128p64l32w4s3", "m128n64c32w4s3",
+                "k64p64c32w4",
                 "k64p64x32w4s3"):
         with pytest.raises(ValueError):
             fp.parse_config(bad)
@@ -50,6 +51,47 @@ def test_keys_eligibility_and_the_configurations_offered() -> None:
         assert policy.triton_fp_configs(q) == ()
 
 
+def _flags(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stride=(1, 1), pad=(0, 0)):
+    xs, xst = fp._as2d(x)
+    ws, wst = fp._as2d(w)
+    ys, yst = fp._as2d(y)
+    return fp.flat_flags(xs, xst, ws, wst, ys, yst, (1, *stride), (0, *pad))
+
+
+def test_flat_paths_are_taken_exactly_where_the_layout_allows() -> None:
+    cl = torch.channels_last
+    # 1x1 stride 1, contiguous: all three, in 2D and in 1D (height 1; session 30's review found
+    # 1D always on the strided paths, 4-8x slower)
+    x, w, y = torch.zeros(2, 8, 5, 6), torch.zeros(4, 8, 1, 1), torch.zeros(2, 4, 5, 6)
+    assert _flags(x, w, y) == (True, True, True)
+    assert _flags(x[:, :, 0], w[:, :, 0], y[:, :, 0]) == (True, True, True)
+    # 3x3 padded: x is gathered; y and a contiguous w stay flat
+    x3, w3 = torch.zeros(2, 8, 7, 8), torch.zeros(4, 8, 3, 3)
+    assert _flags(x3, w3, torch.zeros(2, 4, 7, 8), pad=(1, 1)) == (False, True, True)
+    # 1D with a kernel of 2 and stride 2 (wav2vec2 conv6's shape): y and w flat
+    assert _flags(torch.zeros(2, 8, 11), torch.zeros(4, 8, 2), torch.zeros(2, 4, 5),
+                  stride=(1, 2)) == (False, True, True)
+    # channels-last or strided: not flat
+    assert _flags(x.contiguous(memory_format=cl), w, y) == (False, True, True)
+    assert _flags(x, w, y.contiguous(memory_format=cl)) == (True, False, True)
+    assert _flags(x3, w3.contiguous(memory_format=cl), torch.zeros(2, 4, 5, 6)) == (
+        False, True, False)
+    assert _flags(x[:, :, :, :3], w, y[:, :, :, :3]) == (False, False, True)
+    assert _flags(x, fp.tap_major(w3), torch.zeros(2, 4, 3, 4))[2] is False
+    # a size-1 height's stride never matters; a size-1 width needs a unit row stride
+    x1, y1 = torch.zeros(2, 8, 3, 6)[:, :, :1], torch.zeros(2, 4, 3, 6)[:, :, :1]
+    assert _flags(x1, w, y1) == (True, True, True)
+    assert _flags(torch.zeros(2, 8, 5, 3)[:, :, :, :1], w,
+                  torch.zeros(2, 4, 5, 3)[:, :, :, :1]) == (False, False, True)
+
+
+def test_configurations_past_the_grids_limit_are_not_offered() -> None:
+    big = ConvProblem.parse("fprop n=1 c=3 h=2100 w=2100 k=16 r=3 s=3 pad=1")  # 4.41M positions
+    offered = fp.configs_for(big)
+    assert offered and all(fp.parse_config(c).block_p >= 128 for c in offered)
+    assert set(offered) < set(fp.OFFERED)
+
+
 def _triton() -> None:
     why = fp.unavailable()
     if why is not None:
@@ -70,9 +112,8 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES)
-@pytest.mark.parametrize("config", ["m16n16c16w4s1", "m32n32c32w4s2", "k16p16c16w4s1",
-                                    "k32p16c32w4s2", "k16p32c16w4s2+tap",
-                                    "k16p16j16w4s2", "k32p16j32w4s3+tap"])
+@pytest.mark.parametrize("config", ["k16p16c16w4s1", "k32p16c32w4s2", "k16p32c16w4s2+tap",
+                                    "k16p16j16w4s2", "k32p16j32w4s3+tap", fp.OFFERED[2]])
 def test_the_kernel_matches_a_float64_reference(case, config: str) -> None:
     _triton()
     xs, wsz, st, pre, post, dl, cl = case
@@ -104,12 +145,18 @@ def test_a_1d_convolution_runs_as_2d_with_height_one() -> None:
     x = torch.rand((2, 6, 30), generator=gen) - 0.5
     w = torch.rand((8, 6, 5), generator=gen) - 0.5
     ref = F.conv1d(x.double(), w.double(), stride=2, padding=2)
-    for config, ww in (("m16n16c16w4s1", w), ("k16p16c16w4s1", w), ("k16p16c16w4s2",
-                                                                      fp.tap_major(w)),
-                      ("k16p16j16w4s1", w), ("k16p16j16w4s1", fp.tap_major(w))):
+    for config, ww in (("k16p16c16w4s1", w), ("k16p16c16w4s2", fp.tap_major(w)),
+                       ("k16p16j16w4s1", w), ("k16p16j16w4s1", fp.tap_major(w))):
         y = torch.empty(ref.shape)
         fp.run(x, ww, y, stride=(2,), pad_pre=(2,), dilation=(1,), config=config)
         assert ((y.double() - ref).norm() / ref.norm()).item() < 1e-6, config
+    # 1x1 in 1D: every flat path (x, y and w)
+    w1 = torch.rand((8, 6, 1), generator=gen) - 0.5
+    ref1 = F.conv1d(x.double(), w1.double())
+    for config in ("k16p16c16w4s1", "k16p32j16w4s2"):
+        y = torch.empty(ref1.shape)
+        fp.run(x, w1, y, stride=(1,), pad_pre=(0,), dilation=(1,), config=config)
+        assert ((y.double() - ref1).norm() / ref1.norm()).item() < 1e-6, config
 
 
 def test_bad_arguments_are_refused_with_a_message() -> None:
@@ -117,10 +164,10 @@ def test_bad_arguments_are_refused_with_a_message() -> None:
     x, w = torch.zeros(1, 4, 5, 5), torch.zeros(3, 2, 3, 3)
     with pytest.raises(ValueError, match="do not fit"):
         fp.run(x, w, torch.zeros(1, 3, 3, 3), stride=(1, 1), pad_pre=(0, 0), dilation=(1, 1),
-               config="m16n16c16w4s1")
+               config="k16p16j16w4s1")
     with pytest.raises(ValueError, match="one rank"):
         fp.run(torch.zeros(1, 4, 2, 2, 2), w, w, stride=(1, 1), pad_pre=(0, 0),
-               dilation=(1, 1), config="m16n16c16w4s1")
+               dilation=(1, 1), config="k16p16j16w4s1")
 
 
 def test_runtime_executor_runs_forward_calls_only(monkeypatch) -> None:
@@ -141,10 +188,19 @@ def test_runtime_executor_runs_forward_calls_only(monkeypatch) -> None:
     y = ex.fprop(x, w, b, a)
     assert y.shape == ref.shape
     torch.testing.assert_close(y.double(), ref, atol=1e-4, rtol=1e-4)
-    ycl = ex.fprop(x.contiguous(memory_format=torch.channels_last), w, None, a)
-    assert ycl.is_contiguous(memory_format=torch.channels_last)
-    torch.testing.assert_close(ycl.double(), ref - b.double().view(1, -1, 1, 1), atol=1e-4,
-                               rtol=1e-4)
+    cl = torch.channels_last
+    nob = ref - b.double().view(1, -1, 1, 1)
+    for xx, ww in ((x.contiguous(memory_format=cl), w), (x, w.contiguous(memory_format=cl))):
+        # channels-last out where x or w is, as PyTorch's CUDA convolution
+        ycl = ex.fprop(xx, ww, None, a)
+        assert ycl.is_contiguous(memory_format=cl) and not ycl.is_contiguous()
+        torch.testing.assert_close(ycl.double(), nob, atol=1e-4, rtol=1e-4)
+    # a strided bias is reshaped, one of another dtype is refused (the route falls back)
+    b2 = torch.stack([b, b], 1)[:, 0]
+    assert not b2.is_contiguous()
+    torch.testing.assert_close(ex.fprop(x, w, b2, a).double(), ref, atol=1e-4, rtol=1e-4)
+    with pytest.raises(RuntimeError, match="bias"):
+        ex.fprop(x, w, b.double(), a)
     # TF32 as PyTorch's flag for convolutions says at the time of the call
     seen: list[bool] = []
     real_run = fp.run

@@ -6,50 +6,47 @@ Tuner candidates `triton:fp_<config>` (session 30): the "k...p...j..." configura
 plans for mid-size layers (eng67) copy x to NHWC in their workspace, run a Hopper GEMM and write
 NCHW back, well under either roofline, so a kernel that reads NCHW in place could win. Measured
 (`scripts/gpu/fp_probe.py`, results in docs/results/s29 and s30):
-- session 29's first kernel ("m...n...") lost on all 16 rows probed, 1.4-5.2x slower than the
-  tuned paths;
-- the "k...p...c..." kernel was 1.3-2x faster than that one, but still lost on every 1x1 layer
+- session 29's first kernel ("m...n...": positions x channels over the whole batch, the NCHW
+  input tile transposed for `tl.dot`) lost on all 16 rows probed, 1.4-5.2x slower than the tuned
+  paths; it was removed in session 30 (git history: a07bddc);
+- the "k...p...c..." variant was 1.3-2x faster than that one, but still lost on every 1x1 layer
   (pw960-160@7 26.0 vs 20.0 us) and, given the tap-major weight copy it needs, everywhere else;
-- the "k...p...j..." kernel won one row of the 15 probed there, wav2vec2 feature_extractor.conv6
-  (19.2 vs 22.0 us), and lost the rest (Mixed_7b.branch3x3_2a 28.2 vs 24.6 us, 1D layers with long
-  rows 4-8x); over the whole suite it wins where cuDNN's NCHW paths are weakest: first layers with
-  1-3 input channels (ResNet-50 conv1 142 vs 330 us) and narrow 1x1 layers (`OFFERED`).
+- the "k...p...j..." variant won one row of the 15 probed there, wav2vec2 feature_extractor.conv6
+  (19.2 vs 22.0 us), and lost the rest (Mixed_7b.branch3x3_2a 28.2 vs 24.6 us); over the whole
+  suite it wins where cuDNN's NCHW paths are weakest: first layers with 1-3 input channels
+  (ResNet-50 conv1 142 vs 330 us) and narrow 1x1 layers (`OFFERED`). Until a review fix in
+  session 30, 1D layers ran without the contiguous flat paths (`flat_flags`), 4-8x slower.
 
     y[n, k, oh, ow] = sum over (c, r, s) of x[n, c, oh*SH - PH + r*DH, ow*SW - PW + s*DW] * w[k, c, r, s]
 
-Three kernel variants, all accumulating with `tl.dot` in fp32 (TF32 inputs only where the math mode allows);
-padding is a masked load whose test depends on the position only. 1D problems are 2D ones with
-height 1.
-- "m<BM>n<BN>c<BC>w<W>s<S>" (session 29): a program computes [BM output positions x BN output
-  channels], positions running over (n, oh, ow); per kernel tap it gathers the input tile
-  [BM x BC] (in NCHW loaded [BC x BM] and transposed) and the weight tile [BC x BN].
-- "k<BK>p<BP>c<BC>w<W>s<S>" (session 30): a program computes [BK output channels x BP output
-  positions] of ONE image (grid: channel blocks, position blocks, images), so y is stored and x
-  loaded along NCHW's contiguous positions with no transpose and, for a 1x1 stride-1 layer,
-  addresses the compiler sees as contiguous (`FLAT_X`). The weight tile [BK x BC] is read along C:
-  contiguous for 1x1, else from `tap_major(w)`. One pipelined loop runs over (tap, channel block).
-- "k<BK>p<BP>j<BJ>w<W>s<S>" (session 30): the same tile, but the reduction runs over j = (c, r, s)
-  in the weight's own order, BJ at a time, so the weight as given is read along j (no copy); the
-  input address is a part per j plus a part per position.
+Two variants of one kernel, both accumulating with `tl.dot` in fp32 (TF32 inputs only where the
+math mode allows); padding is a masked load whose test depends on the position only. 1D problems
+are 2D ones with height 1. A program computes [BK output channels x BP output positions] of ONE
+image (grid: channel blocks, position blocks, images), so y is stored and x loaded along NCHW's
+contiguous positions with no transpose; where x's, y's or w's layout allows, addresses are ones the
+compiler sees as contiguous (`flat_flags`).
+- "k<BK>p<BP>c<BC>w<W>s<S>": one pipelined loop over (kernel tap, channel block); the weight tile
+  [BK x BC] is read along C: contiguous for 1x1, else from `tap_major(w)` (probes only).
+- "k<BK>p<BP>j<BJ>w<W>s<S>": the reduction runs over j = (c, r, s) in the weight's own order, BJ
+  at a time, so the weight as given is read along j (no copy); the input address is a part per j
+  plus a part per position. The tuner's candidates.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .depthwise import _on_device
 from .depthwise import unavailable as _dw_unavailable
 from .wgrad import _span, check_dot_tiles, geometry
 
-_CFG_RE = re.compile(r"^m(\d+)n(\d+)c(\d+)w(\d+)s(\d+)$")
 _KP_RE = re.compile(r"^k(\d+)p(\d+)([cj])(\d+)w(\d+)s(\d+)$")
-# the configurations the probe sweeps
-CONFIGS = ("m128n64c32w4s3", "m128n128c32w8s3", "m64n64c32w4s4", "m64n128c32w4s3",
-           "m128n64c16w4s4", "m64n32c32w4s3", "m256n64c32w8s3", "m128n128c16w8s4",
-           "m64n64c64w4s3", "m128n32c32w4s3")
+# the configurations the probe sweeps (scripts/gpu/fp_probe.py; "c": on a tap-major weight)
 KP_CONFIGS = ("k64p64c32w4s3", "k128p64c32w4s3", "k64p128c32w4s3", "k128p128c32w8s3",
               "k32p64c32w4s4", "k64p32c32w4s4", "k32p32c64w4s3", "k64p64c64w4s3",
               "k128p32c32w4s3", "k256p64c32w8s3")
@@ -99,116 +96,44 @@ def unfit(problem: Any) -> str | None:
 
 
 def configs_for(problem: Any) -> tuple[str, ...]:
-    """The configurations offered for `problem` (none where `unfit`)."""
-    return () if unfit(problem) is not None else OFFERED
+    """The configurations offered for `problem` (none where `unfit`; those whose position blocks
+    per image would pass the grid's limit left out)."""
+    if unfit(problem) is not None:
+        return ()
+    plane = math.prod(problem.out_spatial())
+    return tuple(c for c in OFFERED if -(-plane // parse_config(c).block_p) <= MAX_GRID_Z)
 
 
 @dataclass(frozen=True)
 class Config:
-    """block_m x block_n: positions x output channels ("m...n..." names, the first kernel) or, with
-    `kp`, output channels x positions of one image ("k...p..." names, the second)."""
+    """A program's tile: block_k output channels x block_p output positions, the reduction
+    block_c at a time (`nat`: over (c, r, s) in the weight's order, "j" names; else over channels
+    per kernel tap, "c" names)."""
 
-    block_m: int
-    block_n: int
+    block_k: int
+    block_p: int
     block_c: int
     warps: int
     stages: int
-    kp: bool = False
-    nat: bool = False  # "k...p...j...": the reduction runs over (c, r, s) in the weight's order
+    nat: bool = False
 
     @property
     def name(self) -> str:
-        if self.kp:
-            return (f"k{self.block_m}p{self.block_n}{'j' if self.nat else 'c'}{self.block_c}"
-                    f"w{self.warps}s{self.stages}")
-        return f"m{self.block_m}n{self.block_n}c{self.block_c}w{self.warps}s{self.stages}"
+        return (f"k{self.block_k}p{self.block_p}{'j' if self.nat else 'c'}{self.block_c}"
+                f"w{self.warps}s{self.stages}")
 
 
 @functools.lru_cache(maxsize=256)
 def parse_config(name: str) -> Config:
-    """'m128n64c32w4s3' -> Config(128, 64, 32, 4, 3); 'k64p128c32w4s3' -> Config(64, 128, 32, 4,
-    3, kp=True); ValueError for anything else."""
-    m = _CFG_RE.match(name)
-    kp = _KP_RE.match(name)
-    if m:
-        bm, bn, bc, w, s = (int(g) for g in m.groups())
-        nat = False
-    elif kp:
-        bm, bn, bc, w, s = (int(kp.group(i)) for i in (1, 2, 4, 5, 6))
-        nat = kp.group(3) == "j"
-    else:
+    """'k64p128c32w4s3' -> Config(64, 128, 32, 4, 3); 'k64p32j32w4s4' -> Config(64, 32, 32, 4, 4,
+    nat=True); ValueError for anything else."""
+    m = _KP_RE.match(name)
+    if not m:
         raise ValueError(f"not a forward kernel configuration: {name!r} (expected like "
-                         "m128n64c32w4s3, k64p128c32w4s3 or k64p32j32w4s4)")
-    check_dot_tiles(name, (bm, bn, bc), w, s)
-    return Config(bm, bn, bc, w, s, kp=kp is not None, nat=nat)
-
-
-@functools.lru_cache(maxsize=1)
-def _kernel() -> Any:
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def fp_kernel(x, w, y,
-                  NB: tl.constexpr, C: tl.constexpr, H: tl.constexpr, W: tl.constexpr,
-                  K: tl.constexpr, OH: tl.constexpr, OW: tl.constexpr,
-                  x_n: tl.constexpr, x_c: tl.constexpr, x_h: tl.constexpr, x_w: tl.constexpr,
-                  w_k: tl.constexpr, w_c: tl.constexpr, w_r: tl.constexpr, w_s: tl.constexpr,
-                  y_n: tl.constexpr, y_k: tl.constexpr, y_h: tl.constexpr, y_w: tl.constexpr,
-                  KR: tl.constexpr, KS: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
-                  PH: tl.constexpr, PW: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
-                  PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                  BLOCK_C: tl.constexpr, STAGES: tl.constexpr, XT: tl.constexpr):
-        # every size and stride is a compile-time constant; offsets are 32-bit (`run` checks)
-        M: tl.constexpr = NB * OH * OW
-        pid_m = tl.program_id(0)
-        pid_n = tl.program_id(1)
-        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        offs_k = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        mm = offs_m < M
-        km = offs_k < K
-        nn = offs_m // (OH * OW)
-        pos = offs_m % (OH * OW)
-        oh = pos // OW
-        ow = pos % OW
-        CHECK_H: tl.constexpr = PH > 0 or (OH - 1) * SH + (KR - 1) * DH - PH >= H
-        CHECK_W: tl.constexpr = PW > 0 or (OW - 1) * SW + (KS - 1) * DW - PW >= W
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for t in range(KR * KS):
-            rr = t // KS
-            ss = t % KS
-            ih = oh * SH - PH + rr * DH
-            iw = ow * SW - PW + ss * DW
-            pm = mm
-            if CHECK_H:
-                pm = pm & (ih >= 0) & (ih < H)
-            if CHECK_W:
-                pm = pm & (iw >= 0) & (iw < W)
-            paddr = nn * x_n + ih * x_h + iw * x_w
-            wtap = w + rr * w_r + ss * w_s
-            for c0 in tl.range(0, C, BLOCK_C, num_stages=STAGES):
-                offs_c = c0 + tl.arange(0, BLOCK_C)
-                cm = offs_c < C
-                if XT:  # [BLOCK_C, BLOCK_M]: lanes along positions (contiguous in NCHW)
-                    at = tl.load(x + (offs_c[:, None] * x_c + paddr[None, :]),
-                                 mask=cm[:, None] & pm[None, :], other=0.0)
-                    a = tl.trans(at)
-                else:  # [BLOCK_M, BLOCK_C]: lanes along channels (contiguous in channels-last)
-                    a = tl.load(x + (paddr[:, None] + offs_c[None, :] * x_c),
-                                mask=pm[:, None] & cm[None, :], other=0.0)
-                b = tl.load(wtap + (offs_c[:, None] * w_c + offs_k[None, :] * w_k),
-                            mask=cm[:, None] & km[None, :], other=0.0)
-                acc = tl.dot(a, b, acc, input_precision=PRECISION)
-        out = acc.to(y.dtype.element_ty)
-        yaddr = nn * y_n + oh * y_h + ow * y_w
-        if XT:
-            tl.store(y + (offs_k[:, None] * y_k + yaddr[None, :]), tl.trans(out),
-                     mask=km[:, None] & mm[None, :])
-        else:
-            tl.store(y + (yaddr[:, None] + offs_k[None, :] * y_k), out,
-                     mask=mm[:, None] & km[None, :])
-
-    return fp_kernel
+                         "k64p128c32w4s3 or k64p32j32w4s4)")
+    bk, bp, bc, w, s = (int(m.group(i)) for i in (1, 2, 4, 5, 6))
+    check_dot_tiles(name, (bk, bp, bc), w, s)
+    return Config(bk, bp, bc, w, s, nat=m.group(3) == "j")
 
 
 @functools.lru_cache(maxsize=1)
@@ -331,10 +256,13 @@ def tap_major(w: Any) -> Any:
 
 
 def _as2d(t: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(N, C, H, W) sizes and strides of a 3- or 4-dim tensor (1D: height 1)."""
+    """(N, C, H, W) sizes and strides of a 3- or 4-dim tensor. 1D: height 1, with the stride of a
+    row (never used for an address, as the height index is 0; it lets `flat_flags` see a
+    contiguous 1D tensor as one)."""
     if t.dim() == 3:
         return ((int(t.shape[0]), int(t.shape[1]), 1, int(t.shape[2])),
-                (int(t.stride(0)), int(t.stride(1)), 0, int(t.stride(2))))
+                (int(t.stride(0)), int(t.stride(1)), int(t.shape[2]) * int(t.stride(2)),
+                 int(t.stride(2))))
     if t.dim() == 4:
         return tuple(int(v) for v in t.shape), tuple(int(v) for v in t.stride())
     raise ValueError(f"convdoctor fprop kernel: a {t.dim()}-dim tensor (expected 3 or 4)")
@@ -374,22 +302,30 @@ def launch(x: Any, w: Any, y: Any, *, stride: Sequence[int], pad_pre: Sequence[i
     cfg = parse_config(config)
     oh, ow = ys[2], ys[3]
     prec = "tf32" if (tf32 and x.dtype.is_floating_point and x.element_size() == 4) else "ieee"
-    if cfg.kp:
-        flat_x = (kr == ks == 1 and st[1] == st[2] == 1 and pp[1] == pp[2] == 0
-                  and h == oh and wd == ow and xst[3] == 1 and xst[2] == wd)
-        flat_y = yst[3] == 1 and yst[2] == ow
-        flat_w = wst[3] == 1 and wst[2] == ks and wst[1] == kr * ks
-        grid3 = (-(-k // cfg.block_m), -(-(oh * ow) // cfg.block_n), n)
-        if n > 65535 or grid3[1] > 65535:
-            raise ValueError("convdoctor fprop kernel: batch or output plane over the grid's "
-                             "limit (65535 programs)")
-        return _kp_kernel()[grid3](x, w, y, c, h, wd, k, oh, ow, *xst, *wst, *yst, kr, ks, st[1],
-                                  st[2], pp[1], pp[2], dl[1], dl[2], prec, cfg.block_m,
-                                  cfg.block_n, cfg.block_c, cfg.stages, flat_x, flat_y,
-                                  cfg.nat, flat_w, num_warps=cfg.warps, num_stages=cfg.stages)
-    xt = xst[3] == 1 or (xst[3] == 0 and yst[3] == 1)  # positions contiguous: NCHW
-    grid = (-(-(n * oh * ow) // cfg.block_m), -(-k // cfg.block_n))
-    return _kernel()[grid](x, w, y, n, c, h, wd, k, oh, ow, *xst, *wst, *yst, kr, ks, st[1],
-                           st[2], pp[1], pp[2], dl[1], dl[2], prec, cfg.block_m, cfg.block_n,
-                           cfg.block_c, cfg.stages, xt, num_warps=cfg.warps,
-                           num_stages=cfg.stages)
+    flat_x, flat_y, flat_w = flat_flags(xs, xst, ws, wst, ys, yst, st, pp)
+    grid = (-(-k // cfg.block_k), -(-(oh * ow) // cfg.block_p), n)
+    if n > MAX_GRID_Z or grid[1] > MAX_GRID_Z:
+        raise ValueError("convdoctor fprop kernel: batch or output plane over the grid's limit "
+                         f"({MAX_GRID_Z} programs)")
+    with _on_device(x):
+        return _kp_kernel()[grid](x, w, y, c, h, wd, k, oh, ow, *xst, *wst, *yst, kr, ks, st[1],
+                                  st[2], pp[1], pp[2], dl[1], dl[2], prec, cfg.block_k,
+                                  cfg.block_p, cfg.block_c, cfg.stages, flat_x, flat_y, cfg.nat,
+                                  flat_w, num_warps=cfg.warps, num_stages=cfg.stages)
+
+
+def flat_flags(xs: Sequence[int], xst: Sequence[int], ws: Sequence[int], wst: Sequence[int],
+               ys: Sequence[int], yst: Sequence[int], st: Sequence[int], pp: Sequence[int]
+               ) -> tuple[bool, bool, bool]:
+    """(FLAT_X, FLAT_Y, FLAT_W) for (N, C, H, W) sizes and strides (`_as2d`) and 3D stride and
+    pad_pre triples: x's positions are its contiguous plane and the layer 1x1, stride 1, no padding
+    (x read at the output position itself); y's positions are its contiguous plane; w is
+    contiguous over (c, r, s). A size-1 dimension's stride never matters."""
+    _, _, h, wd = xs
+    _, _, kr, ks = ws
+    _, _, oh, ow = ys
+    flat_x = (kr == ks == 1 and st[1] == st[2] == 1 and pp[1] == pp[2] == 0 and h == oh
+              and wd == ow and (wd == 1 or xst[3] == 1) and (h == 1 or xst[2] == wd))
+    flat_y = (ow == 1 or yst[3] == 1) and (oh == 1 or yst[2] == ow)
+    flat_w = (ks == 1 or wst[3] == 1) and (kr == 1 or wst[2] == ks) and wst[1] == kr * ks
+    return flat_x, flat_y, flat_w

@@ -194,12 +194,20 @@ class TritonFpExec(_TritonExec):
         if min(out) < 1 or x.shape[0] == 0 or x.shape[1] != w.shape[1]:
             raise RuntimeError(f"{self.key}: input {tuple(x.shape)} and weight {tuple(w.shape)} "
                                "give no output")
+        if b is not None and (b.dtype != x.dtype or b.numel() != w.shape[0]):
+            raise RuntimeError(f"{self.key}: a bias of {b.dtype} x {b.numel()} for a "
+                               f"{x.dtype} layer of {w.shape[0]} output channels")
+        # channels-last where x or w is, as PyTorch's CUDA convolution (and its fake kernel under
+        # torch.compile) returns it
+        fmt = depthwise.format_of(x)
+        if fmt == torch.contiguous_format:
+            fmt = depthwise.format_of(w)
         y = torch.empty((x.shape[0], w.shape[0], *out), dtype=x.dtype, device=x.device,
-                        memory_format=depthwise.format_of(x))
+                        memory_format=fmt)
         fprop.run(_dense(x), w, y, stride=a.stride, pad_pre=a.padding, dilation=a.dilation,
                   config=self.config, tf32=gemm.conv_tf32_allowed())
         if b is not None:
-            y.add_(b.view(1, -1, *([1] * nd)))
+            y.add_(b.reshape(1, -1, *([1] * nd)))
         return y
 
     def backward(self, gy: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
