@@ -3,6 +3,8 @@ correctness against the float64 reference, timing, NVML."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from convdoctor.problem import ConvProblem
@@ -23,6 +25,22 @@ def _runs_correct_and_times(backend, p: ConvProblem, candidate, reps: int) -> No
     ts = runner.time(reps, slot=1)
     assert len(ts) == reps and all(t > 0 for t in ts)
     runner.close()
+
+
+def _kernel_offered_correct_and_timed(backend, text: str, prefix: str, configs: Any,  # noqa: ANN001
+                                      others: list[str]) -> None:
+    """One candidate per configuration `configs(problem)` of the kernel keyed `prefix` is offered
+    for `text`, each deterministic, passing the float64 check with a poisoned output, and timed;
+    none for the problems in `others`."""
+    pytest.importorskip("triton")
+    p = P(text)
+    cands = [c for c in backend.torch_candidates(p) if c.key.startswith(prefix)]
+    assert cands and len(cands) == len(configs(p))
+    assert all(c.deterministic for c in cands)
+    for c in cands:
+        _runs_correct_and_times(backend, p, c, 3)
+    for other in others:
+        assert not any(c.key.startswith(prefix) for c in backend.torch_candidates(P(other)))
 
 
 @pytest.fixture(scope="module")
@@ -549,21 +567,13 @@ def test_triton_wgrad_candidates_are_listed_correct_and_timed(backend, text: str
     """The wgrad kernel's configurations are offered for ungrouped wgrad with a small weight, each
     passes the float64 check with a poisoned output (TF32 only where allowed), and times; fprop,
     dgrad and a grouped wgrad get none."""
-    pytest.importorskip("triton")
     from convdoctor.tune.gpu import policy
 
-    p = P(text)
-    cands = [c for c in backend.torch_candidates(p) if c.key.startswith(policy.TRITON_WG_PREFIX)]
-    assert cands and len(cands) == len(policy.triton_wg_configs(p))
-    assert all(c.deterministic for c in cands)
-    for c in cands:
-        _runs_correct_and_times(backend, p, c, 3)
     others = [text.replace("wgrad", "fprop"), text.replace("wgrad", "dgrad")]
-    if p.c % 2 == 0:
+    if P(text).c % 2 == 0:
         others.append(text.replace("k=", "groups=2 k="))
-    for other in others:
-        assert not any(c.key.startswith(policy.TRITON_WG_PREFIX)
-                       for c in backend.torch_candidates(P(other)))
+    _kernel_offered_correct_and_timed(backend, text, policy.TRITON_WG_PREFIX,
+                                      policy.triton_wg_configs, others)
 
 
 @pytest.mark.parametrize("text", [
@@ -576,22 +586,14 @@ def test_triton_forward_candidates_are_listed_correct_and_timed(backend, text: s
     """The forward kernel's configurations are offered for ungrouped fp32 1D/2D fprop, each passes
     the float64 check with a poisoned output (TF32 only where allowed), and times; dgrad, wgrad,
     fp16 and grouped problems get none."""
-    pytest.importorskip("triton")
     from convdoctor.tune.gpu import policy
 
-    p = P(text)
-    cands = [c for c in backend.torch_candidates(p) if c.key.startswith(policy.TRITON_FP_PREFIX)]
-    assert cands and len(cands) == len(policy.triton_fp_configs(p))
-    assert all(c.deterministic for c in cands)
-    for c in cands:
-        _runs_correct_and_times(backend, p, c, 3)
     others = [text.replace("fprop", "dgrad"), text.replace("fprop", "wgrad"),
               text.replace("float32", "float16")]
-    if p.c % 2 == 0 and p.k % 2 == 0:
+    if P(text).c % 2 == 0 and P(text).k % 2 == 0:
         others.append(text.replace("k=", "groups=2 k="))
-    for other in others:
-        assert not any(c.key.startswith(policy.TRITON_FP_PREFIX)
-                       for c in backend.torch_candidates(P(other)))
+    _kernel_offered_correct_and_timed(backend, text, policy.TRITON_FP_PREFIX,
+                                      policy.triton_fp_configs, others)
 
 
 @pytest.mark.parametrize("text", [
@@ -604,18 +606,12 @@ def test_triton_small_c_dgrad_candidates_are_listed_correct_and_timed(backend, t
     """The small-C dgrad kernel's configurations (sub-pixel ones only where strided) are offered
     for ungrouped dgrad with at most 4 input channels, each passes the float64 check with a
     poisoned output, and times; fprop, wgrad and a 5-channel dgrad get none."""
-    pytest.importorskip("triton")
     from convdoctor.tune.gpu import policy
 
-    p = P(text)
-    cands = [c for c in backend.torch_candidates(p) if c.key.startswith(policy.TRITON_SC_PREFIX)]
-    assert cands and len(cands) == len(policy.triton_sc_configs(p))
-    for c in cands:
-        _runs_correct_and_times(backend, p, c, 3)
-    for other in (text.replace("dgrad", "fprop"), text.replace("dgrad", "wgrad"),
-                  text.replace(" c=1 ", " c=5 ").replace(" c=3 ", " c=5 ")):
-        assert not any(c.key.startswith(policy.TRITON_SC_PREFIX)
-                       for c in backend.torch_candidates(P(other)))
+    _kernel_offered_correct_and_timed(
+        backend, text, policy.TRITON_SC_PREFIX, policy.triton_sc_configs,
+        [text.replace("dgrad", "fprop"), text.replace("dgrad", "wgrad"),
+         text.replace(" c=1 ", " c=5 ").replace(" c=3 ", " c=5 ")])
 
 
 @pytest.mark.parametrize("text", [
