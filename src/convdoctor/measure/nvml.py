@@ -108,7 +108,7 @@ class NvmlClock:
         """A ClockReading, or None when NVML is unavailable or the query failed."""
         if not self.ok:
             return None
-        from ..backend import ClockReading
+        from .clock import ClockReading
 
         try:
             sm = float(self._nv.nvmlDeviceGetClockInfo(self._h, self._nv.NVML_CLOCK_SM))

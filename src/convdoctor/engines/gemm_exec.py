@@ -1,4 +1,4 @@
-"""`torch:gemm` at run time: a 1x1 convolution as matrix products (`convdoctor.tune.gemm`).
+"""`torch:gemm` at run time: a 1x1 convolution as matrix products (`gemm_math`).
 
 The tuner offers `torch:gemm` for 1x1 convolutions with no padding and one group and keeps it only
 where it measured faster than every cuDNN path and checked it against float64. Here it runs with
@@ -12,15 +12,15 @@ from typing import Any
 
 import torch
 
-from ..tune import gemm
-from .execs import ConvArgs
+from . import gemm_math as gemm
+from .base import ConvArgs
 
 
 class GemmExec:
-    """Executor protocol of `execs.FlagExec`: fprop and the backward pair as GEMMs."""
+    """The runtime executor (`base.Exec`): fprop and the backward pair as GEMMs."""
 
     kind = "torch"
-    key = gemm.KEY
+    key = "torch:gemm"  # the key `engines.gemm` owns
     flags: dict[str, Any] = {}
 
     def is_noop(self) -> bool:

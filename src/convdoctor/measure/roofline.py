@@ -52,7 +52,9 @@ def percent_of_roofline(flops: float, nbytes: float, seconds: float, peak_flops:
 
 
 def _cache_file() -> Path:
-    base = os.environ.get("CONVDOCTOR_CACHE_DIR")
+    from ..settings import current
+
+    base = current().cache_dir
     if base:
         return Path(base) / "roofline.json"
     try:

@@ -24,8 +24,6 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
-KEY = "torch:gemm"
-
 
 def eligible(kernel: Sequence[int], pad_pre: Sequence[int], pad_post: Sequence[int],
              groups: int, transposed: bool = False) -> bool:

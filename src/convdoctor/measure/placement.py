@@ -1,6 +1,6 @@
 """Several buffer placements per problem, shared by every candidate timed in one process.
 
-Why: on an H100 (session 6, `scripts/gpu/placement_probe.py`), the same PyTorch convolution timed
+Why: on an H100 the same PyTorch convolution timed
 in one process over 8 fresh allocations of its input and weight spread by 2.7-8.1% for fp16 1x1
 layers of 7-11 us and by 1.8-2.1% for a 205 us fp32 3x3 layer (two alternating values), at a
 steady 1980 MHz. A tuner that gives each candidate its own buffers compares placements as much as
@@ -16,13 +16,14 @@ candidate's samples cover all placements in turn (its median is over placements,
 
 from __future__ import annotations
 
-import os
 import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .buffers import empty_for, fill_random, io_roles
+
 if TYPE_CHECKING:
-    from ...problem import ConvProblem
+    from ..problem import ConvProblem
 
 DEFAULT_COUNT = 4
 # Extra placements stop where one more set of buffers would pass this many bytes in all.
@@ -36,20 +37,6 @@ def placement_count(set_bytes: int, *, wanted: int = DEFAULT_COUNT,
     if set_bytes <= 0:
         return max(1, wanted)
     return max(1, min(wanted, budget_bytes // set_bytes))
-
-
-def wanted_count() -> int:
-    """CONVDOCTOR_PLACEMENTS (default 4; 1 = the old single placement)."""
-    raw = os.environ.get("CONVDOCTOR_PLACEMENTS", "").strip()
-    if not raw:
-        return DEFAULT_COUNT
-    try:
-        n = int(raw)
-    except ValueError:
-        from ...errors import UsageError
-
-        raise UsageError(f"CONVDOCTOR_PLACEMENTS={raw!r} is not a whole number") from None
-    return max(1, n)
 
 
 # Workspaces of one plan's placements lie this far apart inside one buffer: 1 MiB + 17 pages of
@@ -76,9 +63,7 @@ def workspace_offsets(workspace_bytes: int, count: int) -> list[int]:
 def roles_of(problem: ConvProblem) -> tuple[str, ...]:
     """Tensor roles a runner needs: its two inputs, its output, and the shape-giver of dgrad (x)
     or wgrad (w)."""
-    from . import policy
-
-    (ra, rb), rout = policy.io_roles(problem.direction)
+    (ra, rb), rout = io_roles(problem.direction)
     extra = {"dgrad": ("x",), "wgrad": ("w",)}.get(problem.direction, ())
     return (ra, rb, rout) + extra
 
@@ -101,14 +86,11 @@ def allocate(problem: ConvProblem, device: int, *, wanted: int | None = None,
     """`count` sets of the problem's buffers, inputs filled with uniform(-1, 1) noise."""
     import torch
 
-    from . import policy
-    from .cudnn_plan import empty_for
-
     dev = f"cuda:{device}"
     roles = roles_of(problem)
     first = {r: empty_for(problem, r, dev) for r in roles}
     set_bytes = sum(t.numel() * t.element_size() for t in first.values())
-    n = placement_count(set_bytes, wanted=wanted_count() if wanted is None else wanted)
+    n = placement_count(set_bytes, wanted=DEFAULT_COUNT if wanted is None else wanted)
     rng = random.Random(seed)
     sets = [first]
     spacers: list[Any] = []
@@ -119,10 +101,8 @@ def allocate(problem: ConvProblem, device: int, *, wanted: int | None = None,
         sets.append({r: empty_for(problem, r, dev) for r in roles})
     gen = torch.Generator(device=dev)
     gen.manual_seed(seed)
-    (ra, rb), _ = policy.io_roles(problem.direction)
-    from .backend import _fill_random  # the runners' own uniform(-1, 1) fill
-
+    (ra, rb), _ = io_roles(problem.direction)
     for s in sets:
         for r in (ra, rb):
-            _fill_random(s[r], gen)
+            fill_random(s[r], gen)
     return Placements(problem.key(), sets, spacers)

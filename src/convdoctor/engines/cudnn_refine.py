@@ -29,12 +29,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..backend import listing_step
-from . import cudnn_plan as cp
-from . import policy
+from ..measure.buffers import io_roles
+from . import cudnn_enum as cp
+from . import cudnn_graph as cg
+from . import cudnn_policy as policy
+from .listing import listing_step
 
 if TYPE_CHECKING:
-    from ...problem import ConvProblem
+    from ..problem import ConvProblem
 
 SOURCE = "refine"
 BUDGET_NOTE = "refinement time budget spent"
@@ -108,20 +110,17 @@ def event_timer(problem: ConvProblem, buffers: dict[str, Any], *,
     the host's launch cost per call was most of the figure, so which neighbour looked fastest,
     and which seeds a walk started from, was launch jitter, and two tuning runs of the same layer
     kept different refined plans (3 of the 4 unstable rows of that session's fp16 suite).
-    `spin=False` (or CONVDOCTOR_CUDNN_REFINE_SPIN=0), or a torch without `torch.cuda._sleep`,
-    gives the plain timer.
+    `spin=False`, or a torch without `torch.cuda._sleep`, gives the plain timer.
 
     Every plan first gets a probe (see SLOW_CUT): a plan far slower than the fastest probed so far
     is not timed further."""
     import torch
 
-    from . import timing
+    from ..measure import timing
 
     if spin is None:
-        import os
-
-        spin = os.environ.get("CONVDOCTOR_CUDNN_REFINE_SPIN", "1").strip() not in ("0", "no", "off")
-    (ra, rb), ro = policy.io_roles(problem.direction)
+        spin = True
+    (ra, rb), ro = io_roles(problem.direction)
     a, b, out = buffers[ra], buffers[rb], buffers[ro]
     device = a.device.index if a.device.index is not None else torch.cuda.current_device()
     covered = bool(spin) and timing.spin_rate(device) > 0
@@ -245,7 +244,7 @@ def refine(problem: ConvProblem, en: cp.Enumeration, timer: Callable[[cp.ConvPla
     for n, name in enumerate(by_name):
         if n and spent():  # the first plan is always timed: seeds need one
             break
-        plan = cp.cached_plan(problem, name, device)
+        plan = cg.cached_plan(problem, name, device)
         if plan is None or plan.workspace_bytes > MAX_WORKSPACE:
             continue
         listing_step("time", cp.plan_unit(name), name)
@@ -336,6 +335,6 @@ def refine(problem: ConvProblem, en: cp.Enumeration, timer: Callable[[cp.ConvPla
     res.plans = [found[n] for n in kept[:keep]]
     res.origin = {n: res.origin[n] for n in kept[:keep]}
     keep_names = {p.name for p in res.plans}
-    cp.forget_plans(problem, [n for n in new_names if n not in keep_names], device)
+    cg.forget_plans(problem, [n for n in new_names if n not in keep_names], device)
     res.seconds = time.perf_counter() - t0
     return res

@@ -1,7 +1,7 @@
 """`torch:im2col` at run time: a grouped convolution as a patch copy and one batched product.
 
 The tuner offers `torch:im2col` for 1D/2D grouped convolutions that are not depthwise
-(`convdoctor.tune.im2col`) and keeps it only where it measured faster than every cuDNN path and
+(`im2col_math`) and keeps it only where it measured faster than every cuDNN path and
 matched the float64 reference. Here it runs with TF32 exactly as the user's
 `torch.backends.cudnn.allow_tf32` lets the convolution use it, fp16/bf16 reductions in fp32. All
 three directions; ordinary (not transposed) convolutions only - anything else raises and the route
@@ -14,17 +14,18 @@ from typing import Any
 
 import torch
 
-from ..tune import gemm, im2col
-from .execs import ConvArgs
+from . import gemm_math as gemm
+from . import im2col_math as im2col
+from .base import ConvArgs
 
 _cl = gemm.is_channels_last
 
 
 class Im2colExec:
-    """Executor protocol of `execs.FlagExec`: fprop and the backward pair by im2col products."""
+    """The runtime executor (`base.Exec`): fprop and the backward pair by im2col products."""
 
     kind = "torch"
-    key = im2col.KEY
+    key = "torch:im2col"  # the key `engines.im2col` owns
     flags: dict[str, Any] = {}
 
     def is_noop(self) -> bool:

@@ -1,4 +1,4 @@
-"""The weight of a convolution's dual problem (`policy.dual_problem`): flipped in space, with its
+"""The weight of a convolution's dual problem (`cudnn_policy.dual_problem`): flipped in space, with its
 channel axes swapped within each group, written in the dual plan's memory layout by ONE gather.
 
     w  (K, C/g, *ks)  ->  w' (C, K/g, *ks),   w'[g*Cg + c, k, t] = w[g*Kg + k, c, ks-1-t]
@@ -47,11 +47,11 @@ def weight_index(w_shape: Sequence[int], w_strides: Sequence[int], wt_strides: S
 def index_for(problem: ConvProblem, dual: ConvProblem,
               device: torch.device | str | None = None) -> torch.Tensor:
     """`weight_index` for a problem's weight (in its layout's packed strides) and its dual's
-    (`policy.dual_problem`): what the tuner's runner and `optimize`'s executor both gather by."""
-    from .gpu import policy
+    (`cudnn_policy.dual_problem`): what the tuner's runner and `optimize`'s executor both gather by."""
+    from ..measure.buffers import logical_strides
 
-    return weight_index(problem.w_shape(), policy.logical_strides(problem, "w"),
-                        policy.logical_strides(dual, "w"), problem.groups, device=device)
+    return weight_index(problem.w_shape(), logical_strides(problem, "w"),
+                        logical_strides(dual, "w"), problem.groups, device=device)
 
 
 def storage_flat(t: torch.Tensor) -> torch.Tensor:

@@ -12,7 +12,7 @@ is part of the candidate's time. Offered for grouped layers that are not depthwi
 128) at ~13 TFLOPs on the H100 (296 us for a 3.8 GFLOP dgrad, session 25), while one batched GEMM
 of that size runs far faster; whether the copies leave a gain is measured by the tuner
 (`torch:im2col`), never assumed. 1D and 2D; the tuner offers it where the patch matrix fits in
-1 GiB (`convdoctor.tune.gpu.policy.im2col_unfit`).
+1 GiB (`engines.im2col.unfit`).
 
 Math mode: the caller sets TF32 through `gemm.reduced_precision` (as `torch:gemm` does; fp16/bf16
 products reduce in fp32); the copies are exact; dgrad's products and fold run in fp32 for fp16/bf16
@@ -26,9 +26,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from .gemm import is_channels_last
-
-KEY = "torch:im2col"
+from .gemm_math import is_channels_last
 
 
 def _as4d(t: torch.Tensor) -> torch.Tensor:

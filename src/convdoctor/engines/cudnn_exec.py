@@ -1,6 +1,6 @@
-"""cuDNN plans (cudnn-frontend) as executors of one direction, prebuilt at optimize time.
+"""cuDNN plans (cudnn-frontend) as runtime executors of one direction, prebuilt at optimize time.
 
-A `PlanExec` wraps one `convdoctor.tune.gpu.cudnn_plan.ConvPlan` for one problem and direction:
+A `PlanExec` wraps one `cudnn_graph.ConvPlan` for one problem and direction:
 the plan, its workspace and the expected output shape/strides are made once; per call we only check
 strides (a copy when the caller's layout differs from the plan's), allocate the output and run the
 plan on the current stream (so it works under CUDA graph capture). Bias add (fprop) and bias grad
@@ -13,8 +13,12 @@ from typing import Any
 
 import torch
 
-from ..tune import xform
-from .execs import ConvArgs
+from ..measure import wsguard
+from ..measure.buffers import empty_for, io_roles, logical_strides, role_shapes
+from . import cudnn_policy as policy
+from . import xform
+from .base import ConvArgs
+from .cudnn_enum import build_plan
 
 
 class PlanExec:
@@ -22,8 +26,6 @@ class PlanExec:
 
     def __init__(self, key: str, problem: Any, plan: Any, reference_s: float | None = None
                  ) -> None:
-        from ..tune.gpu import policy
-
         self.key = key
         self.problem = problem
         self.direction = problem.direction
@@ -33,34 +35,28 @@ class PlanExec:
         # could not run when it failed
         self.guard: Any = None
         self.guard_error = ""
-        shapes = policy.role_shapes(problem)
+        shapes = role_shapes(problem)
         self._shape = {r: tuple(s) for r, s in shapes.items()}
-        self._strides = {r: tuple(policy.logical_strides(problem, r)) for r in shapes}
+        self._strides = {r: tuple(logical_strides(problem, r)) for r in shapes}
         self._bias_dims = [0, *range(2, 2 + problem.ndim)]
         if reference_s is not None:
             self.guard_workspace(reference_s)
 
     @classmethod
     def build(cls, key: str, problem: Any, reference_s: float | None = None) -> PlanExec:
-        from ..tune.gpu import policy
-        from ..tune.gpu.cudnn_plan import ConvPlan
-
         name = policy.plan_name_of(key)
         if name is None:
             raise ValueError(f"{key} is not a cudnn plan key")
-        return cls(key, problem, ConvPlan.build(problem, name), reference_s)
+        return cls(key, problem, build_plan(problem, name), reference_s)
 
     def guard_workspace(self, reference_s: float) -> Any:
-        """`convdoctor.tune.gpu.wsguard`: time what a call of this executor runs (`_guard_call`,
+        """`measure.wsguard`: time what a call of this executor runs (`_guard_call`,
         on the current stream, as a route runs it) with the workspace on scratch tensors of the
         problem; more than the tolerance slower than `reference_s` (the tuned time), try fresh
         workspaces and keep the fastest (the plan adopts it). Plans whose workspace is under
         `wsguard.GUARD_MIN_BYTES` are left alone, and so is everything inside a CUDA graph
         capture. The guard is optional: a failure (out of memory, ...) keeps the workspace, sets
         `guard_error` and returns None. Returns the `GuardResult` (None: not guarded)."""
-        from ..tune.gpu import policy, wsguard
-        from ..tune.gpu.cudnn_plan import empty_for
-
         plan = self.plan
         if not wsguard.wanted(plan.workspace_bytes) or (
                 torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()):
@@ -68,7 +64,7 @@ class PlanExec:
         dev = self.workspace.device
         nbytes = max(1, plan.workspace_bytes)
         try:
-            (ra, rb), ro = policy.io_roles(self.problem.direction)
+            (ra, rb), ro = io_roles(self.problem.direction)
             a, b = (empty_for(self.problem, r, dev).uniform_(-1, 1) for r in (ra, rb))
             out = empty_for(self.problem, ro, dev)
 
@@ -155,33 +151,28 @@ class PlanExec:
 
 class DualPlanExec(PlanExec):
     """`cudnn-dual:<plan>`: a stride-1 fprop or dgrad run by a plan of its dual problem (the other
-    direction, `convdoctor.tune.gpu.policy.dual_problem`) on the caller's own input and output,
-    with the weight flipped and channel-swapped first by one gather (`convdoctor.tune.xform`), as
+    direction, `cudnn_policy.dual_problem`) on the caller's own input and output,
+    with the weight flipped and channel-swapped first by one gather (`xform`), as
     the tuner timed it."""
 
     def __init__(self, key: str, problem: Any, plan: Any, reference_s: float | None = None
                  ) -> None:
-        from ..tune.gpu import policy
-
         super().__init__(key, problem, plan)  # guarded below, once the transform is ready
         dual = plan.problem
         self._wt_shape = tuple(dual.w_shape())
-        self._wt_strides = tuple(policy.logical_strides(dual, "w"))
+        self._wt_strides = tuple(logical_strides(dual, "w"))
         self._index = xform.index_for(problem, dual, device=f"cuda:{plan.device}")
         if reference_s is not None:
             self.guard_workspace(reference_s)
 
     @classmethod
     def build(cls, key: str, problem: Any, reference_s: float | None = None) -> DualPlanExec:
-        from ..tune.gpu import policy
-        from ..tune.gpu.cudnn_plan import ConvPlan
-
         name = policy.dual_plan_name_of(key)
         dual = policy.dual_problem(problem)
         if name is None or dual is None:
             raise ValueError(f"{key} does not apply to {problem.short()} (a cudnn-dual plan runs "
                              "stride-1 fprop and dgrad only)")
-        return cls(key, problem, ConvPlan.build(dual, name), reference_s)
+        return cls(key, problem, build_plan(dual, name), reference_s)
 
     def _guard_call(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
                     ws: torch.Tensor) -> None:

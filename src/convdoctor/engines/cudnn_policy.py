@@ -1,10 +1,10 @@
-"""Pure logic of the GPU backend, with no torch or cudnn import (unit-tested on any machine).
+"""Pure logic of the cuDNN engines, with no torch or cudnn import (unit-tested on any machine).
 
-- which cuDNN numerical/behaviour notes a problem forbids (PyTorch's own filter, made explicit),
-- candidate keys and plan names (parse, dedupe in a stable order),
-- knob value enumeration, bounded,
-- correctness tolerances per dtype/math mode,
-- tensor dims and strides per layout, with 1D mapped to 2D for cuDNN.
+- the candidate keys: "cudnn:<plan name>" and "cudnn-dual:<plan name>", plan names parsed;
+- which cuDNN numerical/behaviour notes a problem forbids (PyTorch's own filter, made explicit);
+- the dual problem of a stride-1 fprop or dgrad;
+- knob value enumeration, bounded;
+- tensor dims and strides as cuDNN sees them, with 1D mapped to 2D.
 """
 
 from __future__ import annotations
@@ -12,129 +12,23 @@ from __future__ import annotations
 import functools
 import itertools
 import json
-import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING
 
+from ..measure.buffers import packed_strides, role_shapes
+
 if TYPE_CHECKING:
-    from ...problem import ConvProblem
+    from ..problem import ConvProblem
 
+# "cudnn:<plan name>": a cuDNN engine configuration run through cudnn-frontend
 CUDNN_PREFIX = "cudnn:"
-TORCH_KEYS = ("torch:benchmark", "torch:heuristic", "torch:cudnn-off")
-# PyTorch's heuristic path run in the other memory layout: inputs converted in, the output converted
-# back, both conversions inside the timed run (what `optimize` pays per call on this route). Offered
-# for 2D/3D NCHW problems, where PyTorch otherwise runs its NCHW path as given.
-LAYOUT_KEYS = ("torch:heuristic+nhwc",)
-# A 1x1 convolution (no padding, one group) run as a matrix product by cuBLAS
-# (`convdoctor.tune.gemm`); the subsampling copy of a strided input is inside the timed run.
-GEMM_KEYS = ("torch:gemm",)
-# A grouped (not depthwise) 1D/2D convolution as one batched matrix product over the groups
-# (`convdoctor.tune.im2col`); the patch copy (and dgrad's fold) are inside the timed run.
-IM2COL_KEYS = ("torch:im2col",)
 # "cudnn-dual:<plan name>": a stride-1 fprop or dgrad run as the OTHER direction of its dual problem
-# (`dual_problem`) with the flipped, channel-swapped weight (`convdoctor.tune.xform`); the weight's
-# transform is a kernel inside the timed run.
+# (`dual_problem`) with the flipped, channel-swapped weight (`xform.py`); the weight's transform is a
+# kernel inside the timed run.
 DUAL_PREFIX = "cudnn-dual:"
-PLAN_PREFIXES = (CUDNN_PREFIX, DUAL_PREFIX)
-# "triton:dw_<config>": a depthwise fprop or dgrad by convdoctor's own Triton kernel
-# (`convdoctor.kernels.depthwise`), one key per tile configuration
-TRITON_PREFIX = "triton:dw_"
-# "triton:wg_<config>": an ungrouped wgrad by convdoctor's split-reduction Triton kernel
-# (`convdoctor.kernels.wgrad`), one key per configuration
-TRITON_WG_PREFIX = "triton:wg_"
-# "triton:sc_<config>": an ungrouped dgrad of a layer with at most 4 input channels by convdoctor's
-# direct Triton kernel (`convdoctor.kernels.smallc`), one key per configuration
-TRITON_SC_PREFIX = "triton:sc_"
-# "triton:fp_<config>": an ungrouped fp32 1D/2D fprop by convdoctor's implicit-GEMM Triton kernel
-# reading NCHW in place (`convdoctor.kernels.fprop`), one key per configuration
-TRITON_FP_PREFIX = "triton:fp_"
-TRITON_PREFIXES = (TRITON_PREFIX, TRITON_WG_PREFIX, TRITON_SC_PREFIX, TRITON_FP_PREFIX)
-# "twin:<key>": candidate <key> run in the torch:heuristic child process, so the bench referee can
-# compare a choice with PyTorch's heuristic path inside one process (never a tuning candidate)
-TWIN_PREFIX = "twin:"
-
-
-def gemm_eligible(problem: ConvProblem) -> bool:
-    """The problem is exactly a matrix product: 1x1 kernel, no padding, one group."""
-    return (problem.groups == 1 and all(k == 1 for k in problem.kernel)
-            and not any(problem.pad_pre) and not any(problem.pad_post))
-
-
-def triton_dw_configs(problem: ConvProblem) -> tuple[str, ...]:
-    """The depthwise kernel's configurations offered for `problem` (none when the kernel does not
-    run it: not depthwise, wgrad, 3D, or a batch over the grid's limit)."""
-    from ...kernels import depthwise
-
-    if depthwise.unfit(problem) is not None:
-        return ()
-    # the kernel writes planes of the output (fprop) or of the input (dgrad)
-    plane = problem.out_spatial() if problem.direction == "fprop" else problem.spatial
-    coarse = None
-    if problem.direction == "dgrad" and any(s > 1 for s in problem.stride):
-        coarse = math.prod(-(-n // s) for n, s in zip(problem.spatial, problem.stride, strict=True))
-    return depthwise.configs_for(problem.layout, math.prod(plane), coarse)
-
-
-def triton_wg_configs(problem: ConvProblem) -> tuple[str, ...]:
-    """The wgrad kernel's configurations offered for `problem` (none when it is not an ungrouped
-    wgrad with a weight of at most `wgrad.MAX_WEIGHT` elements in fp32, fp16 or bf16)."""
-    from ...kernels import wgrad
-
-    if wgrad.unfit(problem) is not None:
-        return ()
-    return wgrad.configs_for(problem.k)
-
-
-def triton_sc_configs(problem: ConvProblem) -> tuple[str, ...]:
-    """The small-C dgrad kernel's configurations offered for `problem` (none unless it is an
-    ungrouped dgrad with at most `smallc.MAX_C` input channels; strided ones get sub-pixel
-    configurations only)."""
-    from ...kernels import smallc
-
-    if smallc.unfit(problem) is not None:
-        return ()
-    return smallc.configs_for(problem.k, strided=any(s > 1 for s in problem.stride))
-
-
-def triton_fp_configs(problem: ConvProblem) -> tuple[str, ...]:
-    """The forward kernel's configurations offered for `problem` (none unless it is an ungrouped
-    fp32 1D/2D fprop)."""
-    from ...kernels import fprop
-
-    return fprop.configs_for(problem)
-
-
-# `torch:im2col` allocates its patch matrix per call: larger ones are not offered
-IM2COL_MAX_BYTES = 1 << 30
-
-
-def im2col_bytes(problem: ConvProblem) -> int:
-    """Bytes `torch:im2col` allocates for its patches: N x C x kernel x output positions, twice
-    for dgrad (the products and their permuted copy for the fold, in fp32 for fp16/bf16)."""
-    from ...problem import DTYPE_BYTES
-
-    one = problem.n * problem.c * math.prod(problem.kernel) * math.prod(problem.out_spatial())
-    if problem.direction == "dgrad":
-        return 2 * one * 4
-    return one * DTYPE_BYTES[problem.dtype]
-
-
-def im2col_unfit(problem: ConvProblem) -> str | None:
-    """None when `torch:im2col` is offered for `problem`, else why not: 1D/2D grouped convolutions
-    that are not depthwise (those have `triton:dw_`), with a patch matrix of at most 1 GiB."""
-    if problem.ndim not in (1, 2):
-        return f"{problem.ndim}D: im2col runs 1D and 2D convolutions only"
-    if problem.groups < 2:
-        return "offered for grouped convolutions only (this one has one group)"
-    if problem.groups == problem.c == problem.k:
-        return "depthwise: the depthwise kernel (`triton:dw_`) covers it"
-    nbytes = im2col_bytes(problem)
-    if nbytes > IM2COL_MAX_BYTES:
-        return f"its patch matrix would take {nbytes / 2**30:.1f} GiB (at most 1 GiB)"
-    return None
 
 
 # Heuristic modes queried, in this order; "enum" marks plans added by engine/knob enumeration.
@@ -201,11 +95,6 @@ def dual_key(plan_name: str) -> str:
 def dual_plan_name_of(key: str) -> str | None:
     """The plan name inside a `cudnn-dual:` candidate key, else None."""
     return key[len(DUAL_PREFIX):] if key.startswith(DUAL_PREFIX) else None
-
-
-def is_plan_key(key: str) -> bool:
-    """A key run by a cuDNN plan through cudnn-frontend (`cudnn:` or `cudnn-dual:`)."""
-    return key.startswith(PLAN_PREFIXES)
 
 
 def dual_problem(problem: ConvProblem) -> ConvProblem | None:
@@ -308,7 +197,7 @@ def neighbor_settings(axes: Sequence[Sequence[int]], seed: Sequence[int]) -> lis
 
 @functools.lru_cache(maxsize=1)
 def _knob_table() -> dict[str, int]:
-    text = resources.files("convdoctor.tune.gpu").joinpath("data/knob_numbers.json").read_text()
+    text = resources.files("convdoctor.engines").joinpath("data/knob_numbers.json").read_text()
     return {str(k): int(v) for k, v in json.loads(text)["numbers"].items()}
 
 
@@ -336,67 +225,6 @@ def knob_number_map(base: dict[int, int], changed: dict[object, dict[int, int]]
     return out
 
 
-# ---------------------------------------------------------------- tolerances
-@functools.lru_cache(maxsize=1)
-def _tolerance_table() -> dict[str, object]:
-    text = resources.files("convdoctor.tune.gpu").joinpath("data/tolerances.json").read_text()
-    return json.loads(text)  # type: ignore[no-any-return]
-
-
-def reduction_length(problem: ConvProblem) -> int:
-    """How many products each output element sums (sets how rounding error grows)."""
-    kernel = math.prod(problem.kernel)
-    if problem.direction == "fprop":
-        return (problem.c // problem.groups) * kernel
-    if problem.direction == "dgrad":
-        # each dx element gathers from about K/g * kernel / prod(stride) dy elements
-        return max(1, (problem.k // problem.groups) * kernel // max(1, math.prod(problem.stride)))
-    return problem.n * math.prod(problem.out_spatial())
-
-
-def tolerance(problem: ConvProblem) -> float:
-    """Norm-wise relative error allowed for this problem's dtype, math mode and reduction length."""
-    table = _tolerance_table()
-    base_tab: dict[str, float] = table["base"]  # type: ignore[assignment]
-    key = f"float32/{problem.math}" if problem.dtype == "float32" else problem.dtype
-    base = float(base_tab[key])
-    u = float(table["unit_roundoff_fp32"])  # type: ignore[arg-type]
-    growth = float(table["growth"])  # type: ignore[arg-type]
-    cap = float(table["growth_cap"])  # type: ignore[arg-type]
-    return max(base, min(cap, growth * math.sqrt(reduction_length(problem)) * u))
-
-
-# ---------------------------------------------------------------- layouts
-def packed_strides(dims: Sequence[int], layout: str) -> tuple[int, ...]:
-    """Strides of a packed N,C,spatial... tensor: `nchw` row-major, `nhwc` channels-last."""
-    nd = len(dims)
-    if layout == "nchw":
-        order = list(range(nd - 1, -1, -1))          # innermost first: last spatial ... N
-    else:
-        order = [1] + list(range(nd - 1, 1, -1)) + [0]  # C, last spatial ... first spatial, N
-    strides = [0] * nd
-    acc = 1
-    for ax in order:
-        strides[ax] = acc
-        acc *= dims[ax]
-    return tuple(strides)
-
-
-def role_shapes(problem: ConvProblem) -> dict[str, tuple[int, ...]]:
-    """Logical (PyTorch) shapes by role: x/dx, w/dw, y/dy."""
-    x, w, y = problem.x_shape(), problem.w_shape(), problem.y_shape()
-    return {"x": x, "dx": x, "w": w, "dw": w, "y": y, "dy": y}
-
-
-def logical_strides(problem: ConvProblem, role: str) -> tuple[int, ...]:
-    """Strides of the PyTorch tensor for a role (1D: the 2D strides without the unit H axis)."""
-    shape = role_shapes(problem)[role]
-    if problem.ndim == 1:
-        s4 = packed_strides((shape[0], shape[1], 1, shape[2]), problem.layout)
-        return (s4[0], s4[1], s4[3])
-    return packed_strides(shape, problem.layout)
-
-
 def cudnn_dims_strides(problem: ConvProblem, role: str) -> tuple[list[int], list[int]]:
     """Dims and strides cuDNN sees for a role; a 1D problem becomes 2D with H=1."""
     shape = role_shapes(problem)[role]
@@ -415,19 +243,3 @@ def cudnn_conv_params(problem: ConvProblem) -> dict[str, list[int]]:
             "stride": list(problem.stride), "dilation": list(problem.dilation)}
 
 
-def io_roles(direction: str) -> tuple[tuple[str, str], str]:
-    """(input roles, output role) of a direction: fprop x,w->y; dgrad dy,w->dx; wgrad x,dy->dw."""
-    if direction == "fprop":
-        return ("x", "w"), "y"
-    if direction == "dgrad":
-        return ("dy", "w"), "dx"
-    if direction == "wgrad":
-        return ("x", "dy"), "dw"
-    raise ValueError(f"unknown direction {direction!r}")
-
-
-def rel_error(num: float, den: float) -> float:
-    """||a-b|| / ||b|| from the two norms; a zero reference counts any difference as error 1."""
-    if den == 0.0:
-        return 0.0 if num == 0.0 else math.inf
-    return num / den

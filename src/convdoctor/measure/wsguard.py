@@ -28,7 +28,6 @@ screen keeps a plan one slow placement would slow (it drops by the best round, n
 
 from __future__ import annotations
 
-import os
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,14 +46,10 @@ TRIES = 3
 SAMPLES = 5
 
 
-def enabled() -> bool:
-    """CONVDOCTOR_WS_GUARD=0 turns the guard off (tuner and runtime)."""
-    return os.environ.get("CONVDOCTOR_WS_GUARD", "").strip() != "0"
-
-
-def wanted(workspace_bytes: int) -> bool:
-    """Whether a plan with this workspace is guarded at all."""
-    return enabled() and int(workspace_bytes) >= GUARD_MIN_BYTES
+def wanted(workspace_bytes: int, enabled: bool = True) -> bool:
+    """Whether a plan with this workspace is guarded at all (`enabled`: the `ws_guard`
+    setting)."""
+    return enabled and int(workspace_bytes) >= GUARD_MIN_BYTES
 
 
 @dataclass

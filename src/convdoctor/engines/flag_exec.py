@@ -1,23 +1,24 @@
-"""Ways to run one convolution direction: PyTorch's own path under chosen backend flags, or a plan.
+"""The runtime executor of PyTorch's own paths: its convolution under chosen backend flags.
 
-An executor runs `fprop` (x, w -> y) and the backward pair `dgrad`/`wgrad` (dy -> dx, dw, db) of one
-convolution. `FlagExec` calls `aten::convolution` / `aten::convolution_backward` with the global
-backend flags (cudnn enabled/benchmark/deterministic, mkldnn enabled) set around the call and put
-back right after, so only that one call sees them. The flag table (candidate key -> flags) lives in
-data/routes.json. The cudnn-frontend plan executor is in `plans.py`.
+`FlagExec` runs `fprop` (x, w -> y) and the backward pair (dy -> dx, dw, db) of one convolution by
+calling `aten::convolution` / `aten::convolution_backward` with the global backend flags (cudnn
+enabled/benchmark/deterministic, mkldnn enabled) set around the call and put back right after, so
+only that one call sees them. The flag table (candidate key -> flags) is data/routes.json. The
+`torch` and `cpu` engines build these executors; the runtime's fallback chain ends in them.
 
-This module imports torch: only `convdoctor.runtime.optimize` imports it, never the CLI at startup.
+This module imports torch: engines load it only when the runtime asks for an executor.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 import torch
+
+from .base import ConvArgs
 
 # torch.convolution (the public binding) parses its arguments ~20 us faster per call than the
 # OpOverload torch.ops.aten.convolution.default on CPU (measured here); both reach aten::convolution.
@@ -27,20 +28,8 @@ _aten_conv_bwd = torch.ops.aten.convolution_backward.default
 
 @functools.lru_cache(maxsize=1)
 def route_table() -> dict[str, Any]:
-    text = resources.files("convdoctor.runtime").joinpath("data/routes.json").read_text("utf-8")
+    text = resources.files("convdoctor.engines").joinpath("data/routes.json").read_text("utf-8")
     return json.loads(text)  # type: ignore[no-any-return]
-
-
-@dataclass(frozen=True)
-class ConvArgs:
-    """The inner convolution's fixed arguments (after any explicit pre-padding)."""
-
-    stride: tuple[int, ...]
-    padding: tuple[int, ...]
-    dilation: tuple[int, ...]
-    transposed: bool
-    output_padding: tuple[int, ...]
-    groups: int
 
 
 _SETTERS = {
@@ -168,20 +157,6 @@ def flag_exec(key: str) -> FlagExec | None:
     if spec is None:
         return None
     return _cached_flag_exec(key)
-
-
-def torch_exec(key: str) -> Any:
-    """The executor for any non-plan candidate key: a flag route, `torch:gemm`, `torch:im2col`,
-    or None."""
-    if key == "torch:gemm":
-        from .gemm_exec import GEMM_EXEC
-
-        return GEMM_EXEC
-    if key == "torch:im2col":
-        from .im2col_exec import IM2COL_EXEC
-
-        return IM2COL_EXEC
-    return flag_exec(key)
 
 
 @functools.lru_cache(maxsize=64)
