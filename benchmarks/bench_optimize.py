@@ -195,9 +195,9 @@ def time_rounds(steps_by_name: dict[str, Callable[[], None]], dev: str, *, warmu
 
 def tuning_share(left_s: float, slots_left: int) -> float:
     """Seconds of tuning for the next config/mode: an even share of what is left, so every config
-    gets its turn (time a slot does not use rolls over to the later ones). Sessions 3 and 5 split
-    one budget first come, first served and ResNet-50 used all of it: the speech front end and
-    the 3D U-Net were never tuned."""
+    gets its turn (time a slot does not use rolls over to the later ones). One budget split first
+    come, first served lets ResNet-50 use all of it, leaving the speech front end and the 3D U-Net
+    untuned."""
     if left_s <= 0 or slots_left <= 0:
         return 0.0
     return left_s / slots_left
@@ -573,8 +573,8 @@ def _overhead_one(dev: str, n: int, c: int, hw: int, calls: int, repeats: int) -
         def select(variant: str) -> None:
             S.uninstall(m)
             if variant != "stock":
-                s2 = S.install(m, "bench", dev)
-                s2.routes[key] = routes[variant]
+                routed = S.install(m, "bench", dev)
+                routed.routes[key] = routes[variant]
 
         def fwd() -> None:
             with torch.no_grad():
