@@ -29,11 +29,11 @@ def read_bytes(path: str | os.PathLike[str], *, what: str, max_bytes: int = MAX_
     try:
         st = os.stat(p)
     except OSError as exc:
-        raise UsageError(f"{what}: cannot read {p}: {exc.strerror}") from None
+        raise UsageError(f"cannot read {what} {p}: {exc.strerror}") from None
     if stat.S_ISDIR(st.st_mode):
-        raise UsageError(f"{what}: {p} is a directory, not a file")
+        raise UsageError(f"{what} {p} is a directory, not a file")
     if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode)):
-        raise UsageError(f"{what}: {p} is not a file that can be read")
+        raise UsageError(f"{what} {p} is not a file that can be read")
     chunks: list[bytes] = []
     total = 0
     try:
@@ -45,11 +45,11 @@ def read_bytes(path: str | os.PathLike[str], *, what: str, max_bytes: int = MAX_
                     break
                 total += len(block)
                 if total > max_bytes:
-                    raise UsageError(f"{what}: {p} is larger than {max_bytes >> 20} MiB; "
+                    raise UsageError(f"{what} {p} is larger than {max_bytes >> 20} MiB; "
                                      "this is not a file convdoctor wrote")
                 chunks.append(block)
     except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
-        raise UsageError(f"{what}: cannot read {p}: {getattr(exc, 'strerror', None) or exc}"
+        raise UsageError(f"cannot read {what} {p}: {getattr(exc, 'strerror', None) or exc}"
                          ) from None
     return b"".join(chunks)
 

@@ -245,5 +245,5 @@ def load_export(path: Any, *, schema_version: int) -> list[dict[str, Any]]:
     """The records of an export file, read within bounds (`jsonfile`) and every one checked."""
     from ..jsonfile import read_json
 
-    return check_export(read_json(path, what="db import"), str(path),
+    return check_export(read_json(path, what="import file"), str(path),
                         schema_version=schema_version)

@@ -33,7 +33,7 @@ def load(path: str) -> dict[str, Any]:
 
     if not Path(path).exists():
         raise UsageError(f"--compare: {path}: no such file", hint="write one per machine with: convdoctor env --json > NODE.json")
-    data = read_json(path, what="--compare", max_bytes=64 << 20)
+    data = read_json(path, what="--compare: report", max_bytes=64 << 20)
     if not isinstance(data, dict) or data.get("kind") != "env" or "facts" not in data:
         raise UsageError(f"--compare: {path}: not a convdoctor env report", hint="use the output of: convdoctor env --json")
     return data

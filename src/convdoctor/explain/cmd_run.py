@@ -39,6 +39,8 @@ from ..textsafe import clean
 DRAIN_S = 1.0              # after the command exits: time left for output still in the pipes
 SCAN_BACKLOG = 4 << 20     # unscanned bytes kept at most; beyond, the oldest are skipped
 SCAN_SHARE = 0.1           # while the command runs, the scan takes at most this share of the time
+KEEP_LINES = 40            # lines kept at the end of what the scan skips (a failure prints last)
+HOLD_MAX = 1 << 20         # bytes of those lines kept at most
 FORWARDED = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
                   if hasattr(signal, n))
 _SI_KERNEL = 0x80          # si_code of a signal the kernel sent (a terminal's Ctrl-C, a hangup)
@@ -63,12 +65,14 @@ class _ScanFeeder:
     """Hands output to the scanner on its own thread; never blocks the pumps. While the command
     runs the scan may take `SCAN_SHARE` of the time (it shares the interpreter with the pumps);
     output beyond that, or beyond `SCAN_BACKLOG` unscanned bytes, is replaced by its newlines
-    (cheap to scan, line numbers kept). What is left when the command ends is scanned in full."""
+    (cheap to scan, line numbers kept), all but the last `KEEP_LINES` lines. What is left when
+    the command ends is scanned in full."""
 
     def __init__(self, scanner: Any) -> None:
         self.scanner = scanner
         self._t0 = time.perf_counter()
         self._busy_s = 0.0
+        self._held = b""
         self._queue: collections.deque[bytes] = collections.deque()
         self._queued = 0
         self.skipped_bytes = 0
@@ -88,9 +92,9 @@ class _ScanFeeder:
                 while self._queued > SCAN_BACKLOG and len(self._queue) > 1:
                     old = self._queue.popleft()
                     self._queued -= len(old)
-                    if old.strip(b"\n"):
-                        self.skipped_bytes += len(old)
-                    newlines += old.count(b"\n")
+                    n = old.count(b"\n")
+                    self.skipped_bytes += len(old) - n
+                    newlines += n
                 if newlines:
                     self._queue.appendleft(b"\n" * newlines)
                     self._queued += newlines
@@ -102,6 +106,9 @@ class _ScanFeeder:
                 while not self._queue and not self._done:
                     self._cond.wait()
                 if not self._queue:
+                    held, self._held = self._held, b""
+                    if held:
+                        self.scanner.feed(held)
                     return
                 behind = not self._done and (
                     self._busy_s > SCAN_SHARE * (time.perf_counter() - self._t0) + 0.05)
@@ -113,10 +120,21 @@ class _ScanFeeder:
                     chunks = [self._queue.popleft()]
                     self._queued -= len(chunks[0])
             if behind:
-                self.skipped_bytes += sum(len(c) for c in chunks if c.strip(b"\n"))
-                data = b"\n" * sum(c.count(b"\n") for c in chunks)
+                # the last lines are held back, not skipped: if the output ends here, they are
+                # its last lines (where a failure is printed); if not, they are skipped next time
+                joined = self._held + b"".join(chunks)
+                cut = len(joined)
+                for _ in range(KEEP_LINES + 1):
+                    cut = joined.rfind(b"\n", 0, cut)
+                    if cut < 0:
+                        break
+                cut = max(cut, len(joined) - HOLD_MAX - 1)     # a line without end is cut
+                self._held = joined[cut + 1:]
+                newlines = joined.count(b"\n", 0, cut + 1)
+                self.skipped_bytes += cut + 1 - newlines
+                data = b"\n" * newlines
             else:
-                data = chunks[0]
+                data, self._held = self._held + chunks[0], b""
             t = time.perf_counter()
             self.scanner.feed(data)
             self._busy_s += time.perf_counter() - t
