@@ -20,6 +20,7 @@ MATH_MODES = ("tf32", "strict")
 LAYOUTS = ("nchw", "nhwc")
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+MAX_SIZE = 2**31 - 1     # the largest size, stride or padding a problem may have
 
 _DTYPE_ALIASES = {
     "float32": "float32", "fp32": "float32", "float": "float32", "f32": "float32",
@@ -137,6 +138,10 @@ class ConvProblem:
             raise UsageError("spatial sizes, kernel, stride and dilation must all be >= 1")
         if any(p < 0 for p in self.pad_pre + self.pad_post):
             raise UsageError("padding must be >= 0")
+        if any(v > MAX_SIZE for v in (self.n, self.c, self.k, self.groups, *self.spatial,
+                                      *self.kernel, *self.stride, *self.pad_pre, *self.pad_post,
+                                      *self.dilation)):
+            raise UsageError(f"every size, stride, padding and dilation must be at most {MAX_SIZE}")
         if self.c % self.groups or self.k % self.groups:
             raise UsageError(
                 f"groups={self.groups} must divide both c={self.c} and k={self.k}")
@@ -225,11 +230,15 @@ class ConvProblem:
             raise UsageError(f"empty problem; {PARSE_HELP}")
         tokens = text.replace(";", " ").split()
         direction = "fprop"
+        given: str | None = None
         fields: dict[str, str] = {}
         for tok in tokens:
             if "=" not in tok:
                 if tok.lower() in DIRECTIONS:
-                    direction = tok.lower()
+                    if given is not None:
+                        raise UsageError(f"problem {text!r} names two directions ({given} and "
+                                         f"{tok.lower()}); give one")
+                    direction = given = tok.lower()
                     continue
                 raise UsageError(f"cannot read {tok!r} in problem {text!r}; {PARSE_HELP}")
             name, _, value = tok.partition("=")

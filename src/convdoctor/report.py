@@ -15,6 +15,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
+from .textsafe import clean, one_line
+
 Severity = Literal["error", "warning", "info"]
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
 _RANK = {"error": 0, "warning": 1, "info": 2}
@@ -110,24 +112,26 @@ _COLOR = {"error": "\033[31m", "warning": "\033[33m", "info": "\033[36m"}
 
 
 def render_findings(findings: Iterable[Finding], *, color: bool = False) -> str:
-    """Human text for a list of findings: one block each, fix and source indented below."""
+    """Human text for a list of findings: one block each, fix and source indented below. Every
+    field is cleaned (`textsafe.clean`: layer names and messages come from models and logs)
+    before the severity mark is coloured."""
     lines: list[str] = []
     for f in findings:
         mark = _MARK[f.severity]
         if color:
             mark = f"{_COLOR[f.severity]}{mark}\033[0m"
-        where = f" [{f.layer}]" if f.layer else ""
-        lines.append(f"{mark} {f.id}{where}: {f.title}")
+        where = f" [{one_line(f.layer)}]" if f.layer else ""
+        lines.append(f"{mark} {one_line(f.id)}{where}: {one_line(f.title)}")
         if f.message and f.message != f.title:
-            lines.extend(f"      {ln}" for ln in f.message.splitlines())
+            lines.extend(f"      {ln}" for ln in clean(f.message).splitlines())
         for ev in f.evidence:
-            lines.append(f"      evidence: {ev}")
+            lines.append(f"      evidence: {one_line(ev)}")
         if f.fix:
-            fix_lines = f.fix.splitlines()
+            fix_lines = clean(f.fix).splitlines() or [""]
             lines.append(f"      fix: {fix_lines[0]}")
             lines.extend(f"           {ln}" for ln in fix_lines[1:])
         for src in f.sources:
-            lines.append(f"      source: {src}")
+            lines.append(f"      source: {one_line(src)}")
     return "\n".join(lines)
 
 

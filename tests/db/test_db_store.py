@@ -155,32 +155,53 @@ def ConvProblemFromKey(key: str):  # noqa: N802 - reads like the constructor it 
     return ConvProblem.parse(key)
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncated", "header-zeroed"])
-def test_corrupt_file_is_set_aside_with_a_clear_message(tmp_path: Path, damage: str) -> None:
-    path = tmp_path / "t.sqlite3"
+def _damaged_copy(path: Path, damage: str) -> bytes:
+    """Write a 30-row database at `path`, damaged as named; returns the damaged bytes."""
     if damage == "garbage":
         path.write_bytes(b"this is not a database\n" * 200)
+        return path.read_bytes()
+    db = TuningDB(path)
+    for i in range(30):
+        db.put(result(i))
+    db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    data = path.read_bytes()
+    if damage == "truncated":
+        data = data[: len(data) // 3]
+    elif damage == "pages-scribbled":      # the header stays good, later pages do not
+        data = data[:4096 * 3] + b"\xa5" * (4096 * 4) + data[4096 * 7:]
     else:
-        db = TuningDB(path)
-        for i in range(30):
-            db.put(result(i))
-        db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        db.close()
-        data = path.read_bytes()
-        if damage == "truncated":
-            path.write_bytes(data[: len(data) // 3])
-        else:
-            path.write_bytes(b"\0" * 100 + data[100:])
+        data = b"\0" * 100 + data[100:]
+    path.write_bytes(data)
+    return data
+
+
+@pytest.mark.parametrize("damage", ["truncated", "pages-scribbled"])
+def test_damaged_own_database_is_set_aside_with_a_clear_message(tmp_path: Path,
+                                                                damage: str) -> None:
+    path = tmp_path / "t.sqlite3"
+    data = _damaged_copy(path, damage)
     warnings: list[str] = []
     db = TuningDB(path, warn=warnings.append)
     # Some damage only shows when pages are read: a full read must not crash either.
     for i in range(30):
         db.get(problem(i), ENV)
     db.list()
-    assert db.set_aside is not None and db.set_aside.exists(), damage
+    assert db.set_aside is not None and db.set_aside.read_bytes() == data, damage
     assert len(warnings) == 1 and "was unreadable" in warnings[0] and "moved to" in warnings[0]
     db.put(result(1))
     assert db.get(problem(1), ENV) is not None
+
+
+@pytest.mark.parametrize("damage", ["garbage", "header-zeroed"])
+def test_file_that_is_not_a_sqlite_database_is_refused_untouched(tmp_path: Path,
+                                                                 damage: str) -> None:
+    path = tmp_path / "t.sqlite3"
+    data = _damaged_copy(path, damage)
+    with pytest.raises(UsageError, match="is not a SQLite database; convdoctor left it"):
+        TuningDB(path)
+    assert path.read_bytes() == data
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.sqlite3"]
 
 
 def test_path_that_is_a_directory_is_a_usage_error(tmp_path: Path) -> None:
@@ -230,10 +251,15 @@ def test_export_import_merges_newer_only(tmp_path: Path) -> None:
     assert counts == {"added": 4, "replaced": 0, "kept": 1, "invalid": 0}
     got = b.get(problem(0), ENV)
     assert got is not None and got.candidates[0].samples[0] > 5e-3
+    got1 = b.lookup(problem(1), ENV)      # imported: kept, never served as measured here
+    assert got1.status == "imported" and b.get(problem(1), ENV) is None
     doc = json.loads(out.read_text())
     doc["records"].append({"problem": {"nonsense": 1}})
     out.write_text(json.dumps(doc))
-    assert b.import_(out)["invalid"] == 1
+    before = b.conn.execute("SELECT count(*), sum(created) FROM results").fetchone()
+    with pytest.raises(UsageError, match=r"records\[5\]\.problem.*nothing was imported"):
+        b.import_(out)
+    assert b.conn.execute("SELECT count(*), sum(created) FROM results").fetchone() == before
 
 
 def test_import_of_a_foreign_file_is_a_usage_error(tmp_path: Path) -> None:

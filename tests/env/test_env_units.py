@@ -65,3 +65,45 @@ def test_human_output_lists_facts_then_findings(tmp_path: Path) -> None:
     assert any("libcudnn.so.9" in ln and "9.19.0" in ln and "cuda13" in ln for ln in lines)
     assert "findings: 0 error(s), 1 warning(s), 0 info" in text
     assert "WARN  missing-nvrtc" in text
+
+
+def test_terraform_variables_are_not_listed_as_tensorflow_settings(tmp_path: Path) -> None:
+    m = healthy(tmp_path)
+    m.env.update({"TF_CLI_CONFIG_FILE": "/home/u/.terraformrc", "TF_VAR_region": "eu",
+                  "TF_LOG": "DEBUG", "TF_CPP_MIN_LOG_LEVEL": "2",
+                  "TF_FORCE_GPU_ALLOW_GROWTH": "true"})
+    env = diagnose(system=m.system()).facts["environ"]["value"]
+    assert {k for k in env if k.startswith("TF_")} == {"TF_CPP_MIN_LOG_LEVEL",
+                                                       "TF_FORCE_GPU_ALLOW_GROWTH"}
+
+
+def test_the_report_says_which_host_os_python_time_and_convdoctor(tmp_path: Path) -> None:
+    import datetime
+    import platform
+
+    from convdoctor import __version__
+
+    rep = diagnose(system=healthy(tmp_path).system())
+    host = rep.facts["host"]["value"]
+    assert host["python"] == platform.python_version() and host["convdoctor"] == __version__
+    assert host["os"] and host["hostname"] and host["machine"]
+    when = datetime.datetime.fromisoformat(host["time"])
+    assert abs((datetime.datetime.now(datetime.timezone.utc) - when).total_seconds()) < 600
+    assert "convdoctor " + __version__ in render(rep)
+
+
+def test_compare_names_os_python_and_convdoctor_differences(tmp_path: Path) -> None:
+    import json
+
+    from convdoctor.env import compare
+
+    rep = diagnose(system=healthy(tmp_path).system()).to_dict()
+    other = json.loads(json.dumps(rep))
+    other["facts"]["host"]["value"].update(python="3.12.1", convdoctor="9.9.9")
+    other["facts"]["gpus"]["value"]["devices"] = [7, "x"]         # wrong types: skipped
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(rep))
+    b.write_text(json.dumps(other))
+    rows = {r["fact"] for r in compare.rows({"a": compare.load(str(a)),
+                                             "b": compare.load(str(b))})}
+    assert {"Python", "convdoctor"} <= rows and "OS" not in rows

@@ -98,6 +98,6 @@ def test_run_streams_before_exit() -> None:
 
 def test_run_bad_command() -> None:
     p = _run(["run", "--", "/nonexistent/binary-xyz"])
-    assert p.returncode == 2 and b"command not found" in p.stderr
+    assert p.returncode == 127 and b"command not found" in p.stderr   # as a shell says
     p = _run(["run"])
     assert p.returncode == 2 and b"nothing to run" in p.stderr

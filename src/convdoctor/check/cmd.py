@@ -9,11 +9,14 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections import defaultdict
 from typing import Any
 
+from ..argtypes import MAX_INT, bounded_int, finite_float
 from ..errors import UsageError
 from ..report import Finding, Report, render_findings
+from ..textsafe import clean, one_line, use_color
 
 SINGLE_OPS = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
 
@@ -21,7 +24,9 @@ SINGLE_OPS = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", metavar="MODEL",
                    help="zoo:<name>, path/to/file.py:factory, model.onnx, or conv1d/conv2d/conv3d/"
-                        "conv_transpose{1,2,3}d to check one convolution")
+                        "conv_transpose{1,2,3}d to check one convolution. file.py:factory "
+                        "imports file.py and calls factory(): it runs that file's code, with "
+                        "your permissions, so only name files you trust (as with torch.load)")
     p.add_argument("--input-shape", action="append", metavar="SHAPE",
                    help="input shape, e.g. 8,3,224,224 (repeat for several shapes); zoo models default "
                         "to their usual input")
@@ -30,7 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                    help="whose rules apply: PyTorch+cuDNN on a GPU (default) or PyTorch on the CPU")
     p.add_argument("--eval", action="store_true", help="trace in eval mode (default: train mode)")
-    p.add_argument("--gpu-memory", type=float, metavar="GIB",
+    p.add_argument("--gpu-memory", type=finite_float(0.0, 1e6, lo_open=True, unit="GiB"),
+                   metavar="GIB",
                    help="GPU memory for the memory estimate (default: GPU 0 via NVML, if any)")
     p.add_argument("--benchmark", action="store_true",
                    help="assume torch.backends.cudnn.benchmark=True (warns about many input shapes)")
@@ -42,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--stride", default="1")
     g.add_argument("--padding", default="0", help="int, tuple (1,2), 'same' or 'valid'")
     g.add_argument("--dilation", default="1")
-    g.add_argument("--groups", type=int, default=1)
+    g.add_argument("--groups", type=bounded_int(1), default=1)
     g.add_argument("--output-padding", default="0")
     g.add_argument("--bias", action="store_true")
     g.add_argument("--weight-dtype", default=None)
@@ -56,6 +62,9 @@ def _ints(text: str, name: str) -> Any:
         raise UsageError(f"--{name} must be an int or a comma-separated list of ints, got {text!r}") from None
     if not vals:
         raise UsageError(f"--{name} is empty")
+    if any(not 0 <= v <= MAX_INT for v in vals) or len(vals) > 3:
+        raise UsageError(f"--{name} takes 1 to 3 whole numbers from 0 to {MAX_INT}, got "
+                         f"{str(text)[:40]!r}")
     return vals[0] if len(vals) == 1 else tuple(vals)
 
 
@@ -84,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"{spec} needs a {int(spec[-2]) + 2}-D weight, got {args.weight}")
         head = (f"{spec} input {args.input} weight {args.weight} {args.dtype} on {args.device}: "
                 + ("OK" if report.ok else f"{len(report.errors)} error(s)"))
-        emit(args, report.to_dict(), _human(head, report, args.all))
+        color = _color(args)
+        emit(args, report.to_dict(), _human(head, report, args.all, color), color=color)
         return report.exit_code
 
     shapes = [parse_shape(s, name="--input-shape") for s in (args.input_shape or [])]
@@ -94,10 +104,14 @@ def run(args: argparse.Namespace) -> int:
         if len(shapes) > 1:
             raise UsageError("an ONNX model is checked for one --input-shape at a time")
         report = check_onnx(spec, shapes[0] if shapes else None, device=args.device,
-                            dtype=None if args.dtype == "float32" else args.dtype, allow_tf32=tf32)
-        head = (f"{spec}" + (f" input {'x'.join(map(str, shapes[0]))}" if shapes else "")
+                            dtype=None if args.dtype == "float32" else args.dtype, allow_tf32=tf32,
+                            memory_format="channels_last" if args.channels_last else "contiguous")
+        head = (f"{spec}" + (f" input {'x'.join(map(str, shapes[0]))}" if shapes else
+                             " (batch dim taken as 1)" if report.facts.get("assumed_batch") else "")
+                + (" channels_last" if args.channels_last else "")
                 + f" on {args.device}: {report.facts.get('convolutions', 0)} convolutions, " + _counts(report))
-        emit(args, report.to_dict(), _human(head, report, args.all))
+        color = _color(args)
+        emit(args, report.to_dict(), _human(head, report, args.all, color), color=color)
         return report.exit_code
 
     from .api import check_model
@@ -138,7 +152,8 @@ def run(args: argparse.Namespace) -> int:
             + _counts(report))
     if "min_input_shape" in f0:
         head += f"\nsmallest input the model accepts: {'x'.join(map(str, f0['min_input_shape']))}"
-    emit(args, report.to_dict(), _human(head, report, args.all))
+    color = _color(args)
+    emit(args, report.to_dict(), _human(head, report, args.all, color), color=color)
     return report.exit_code
 
 
@@ -177,6 +192,10 @@ def _gpu_memory() -> int | None:
         return None
 
 
+def _color(args: argparse.Namespace) -> bool:
+    return not getattr(args, "json", False) and use_color(sys.stdout)
+
+
 def _counts(report: Report) -> str:
     e, w = len(report.errors), len(report.warnings)
     if not e and not w:
@@ -184,19 +203,21 @@ def _counts(report: Report) -> str:
     return f"{e} error(s), {w} warning(s)"
 
 
-def _human(head: str, report: Report, show_all: bool) -> str:
+def _human(head: str, report: Report, show_all: bool, color: bool = False) -> str:
+    """The report as text; `color`: severity marks coloured (everything else is cleaned first)."""
     findings = report.sorted_findings()
+    head = clean(head)
     if show_all:
-        return head + ("\n" + render_findings(findings) if findings else "")
+        return head + ("\n" + render_findings(findings, color=color) if findings else "")
     groups: dict[tuple[str, str], list[Finding]] = defaultdict(list)
     for f in findings:
         groups[(f.severity, f.id)].append(f)
     lines = [head]
     for (sev, fid), fs in groups.items():
         shown = fs if sev == "error" else fs[:2]
-        lines.append(render_findings(shown))
+        lines.append(render_findings(shown, color=color))
         if len(fs) > len(shown):
-            rest = [f.layer or "?" for f in fs[len(shown):]]
+            rest = [one_line(f.layer or "?") for f in fs[len(shown):]]
             lines.append(f"      ... and {len(rest)} more layers with {fid}: {', '.join(rest[:8])}"
                          + (" ..." if len(rest) > 8 else "") + " (--all lists them)")
     return "\n".join(lines)

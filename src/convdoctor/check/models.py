@@ -17,6 +17,8 @@ from typing import Any
 from ..errors import UsageError
 
 _SHAPE_SPLIT = re.compile(r"\s*[,xX×]\s*")
+MAX_DIM = 2**31 - 1          # a larger tensor dimension is no input anyone runs
+MAX_NUMEL = 2**50            # elements of one input (2**50 fp32 values are 4 PiB)
 
 
 def parse_shape(text: Any, *, name: str = "shape", allow_zero: bool = True) -> tuple[int, ...]:
@@ -37,10 +39,29 @@ def parse_shape(text: Any, *, name: str = "shape", allow_zero: bool = True) -> t
                              "write it like 8,3,224,224 or 8x3x224x224") from None
         if v < 0 or (v == 0 and not allow_zero):
             raise UsageError(f"bad {name} {text!r}: sizes must be {'>= 0' if allow_zero else '> 0'}, got {v}")
+        if v > MAX_DIM:
+            raise UsageError(f"bad {name}: the size {str(v)[:30]} is larger than {MAX_DIM}")
         dims.append(v)
     if not dims:
         raise UsageError(f"empty {name}; write it like 8,3,224,224 or 8x3x224x224")
+    if len(dims) > 8:
+        raise UsageError(f"bad {name}: {len(dims)} dims; a convolution input has 3 to 5")
+    numel = 1
+    for v in dims:
+        numel *= v
+    if numel > MAX_NUMEL:
+        raise UsageError(f"bad {name} {'x'.join(map(str, dims))}: {numel:.3g} elements is more "
+                         f"than any device holds (at most {MAX_NUMEL:.3g})")
     return tuple(dims)
+
+
+def file_exists(path: Path, *, what: str) -> bool:
+    """Path.exists, with a path the system refuses (too long, a loop) as a usage error."""
+    try:
+        return path.exists()
+    except OSError as exc:
+        raise UsageError(f"{what} {str(path)[:80]}{'...' if len(str(path)) > 80 else ''}: "
+                         f"{exc.strerror}") from None
 
 
 def split_spec(spec: str) -> tuple[str, str | None]:
@@ -66,7 +87,7 @@ def load_model(spec: str) -> Any:
     if path.suffix == ".onnx":
         raise UsageError(f"{spec} is an ONNX file; load it with convdoctor.check.onnx_check, "
                          "or run `convdoctor check model.onnx --input-shape ...`")
-    if not path.exists():
+    if not file_exists(path, what="model file"):
         raise UsageError(f"model file not found: {path_s}",
                          hint="MODEL is zoo:<name>, path/to/file.py:factory or model.onnx")
     if path.is_dir() or path.suffix != ".py":

@@ -286,13 +286,20 @@ def _flat(obj: Any) -> list[Any]:
 def meta_copy(model: Any) -> Any:
     """A deep copy of `model` whose parameters and buffers are meta tensors (no data copied)."""
     import torch
+    from torch.nn.parameter import UninitializedBuffer, UninitializedParameter
 
     memo: dict[int, Any] = {}
     for p in model.parameters(recurse=True):
         # requires_grad off: shapes do not depend on it, and it lets us trace integer dtypes
+        if isinstance(p, UninitializedParameter):   # a lazy module's: shaped by the first forward
+            memo[id(p)] = UninitializedParameter(requires_grad=False, device="meta", dtype=p.dtype)
+            continue
         memo[id(p)] = torch.nn.Parameter(torch.empty(p.shape, dtype=p.dtype, device="meta"),
                                          requires_grad=False)
     for b in model.buffers(recurse=True):
+        if isinstance(b, UninitializedBuffer):
+            memo[id(b)] = UninitializedBuffer(requires_grad=False, device="meta", dtype=b.dtype)
+            continue
         memo[id(b)] = torch.empty(b.shape, dtype=b.dtype, device="meta")
     try:
         return copy.deepcopy(model, memo)
@@ -342,7 +349,10 @@ def trace(model: Any, example_inputs: Any = None, *, input_shape: Sequence[int] 
     elif isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
     in_device = next((str(t.device) for t in _flat(example_inputs) if isinstance(t, torch.Tensor)), "meta")
-    orig_param_device = {(n, tuple(p.shape)): str(p.device) for n, p in model.named_parameters()}
+    # a lazy module's parameters get their shapes from the first forward (the trace, on meta)
+    uninit = torch.nn.parameter.UninitializedParameter
+    orig_param_device = {(n, tuple(p.shape)): str(p.device) for n, p in model.named_parameters()
+                         if not isinstance(p, uninit)}
     inputs = _to_meta_inputs(example_inputs, dt, mf)
     if not isinstance(inputs, (tuple, list)):
         inputs = (inputs,)
@@ -352,7 +362,7 @@ def trace(model: Any, example_inputs: Any = None, *, input_shape: Sequence[int] 
     if mf is not None:
         for mod in mcopy.modules():
             for name, p in list(mod.named_parameters(recurse=False)):
-                if p.dim() in (4, 5):
+                if not isinstance(p, uninit) and p.dim() in (4, 5):
                     setattr(mod, name, torch.nn.Parameter(p.detach().contiguous(memory_format=mf[p.dim()]),
                                                           requires_grad=p.requires_grad))
     mcopy.train(train)
@@ -374,7 +384,8 @@ def trace(model: Any, example_inputs: Any = None, *, input_shape: Sequence[int] 
             h.remove()
     # Devices as the user's tensors have them (the trace itself runs on meta): the input's device
     # for activations, each parameter's own device for weights.
-    pdev = {id(p): orig_param_device.get((n, tuple(p.shape)), "meta") for n, p in mcopy.named_parameters()}
+    pdev = {id(p): orig_param_device.get((n, tuple(p.shape)), "meta")
+            for n, p in mcopy.named_parameters() if not isinstance(p, uninit)}
     wdev = {c.layer: pdev.get(rec.weight_ids.get(c.layer, -1), "meta") for c in rec.calls}
     if in_device != "meta" or any(v != "meta" for v in wdev.values()):
         default_w = in_device

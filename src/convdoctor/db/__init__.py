@@ -2,9 +2,11 @@
 
 from .store import (
     ENV_VAR,
+    FILE_SCHEMA_VERSION,
     SCHEMA_VERSION,
     VERSION_KEYS,
     DatabaseCorrupt,
+    DatabaseReadOnly,
     Lookup,
     Record,
     TuningDB,
@@ -12,5 +14,5 @@ from .store import (
     split_env,
 )
 
-__all__ = ["ENV_VAR", "SCHEMA_VERSION", "VERSION_KEYS", "DatabaseCorrupt", "Lookup", "Record",
-           "TuningDB", "default_path", "split_env"]
+__all__ = ["ENV_VAR", "FILE_SCHEMA_VERSION", "SCHEMA_VERSION", "VERSION_KEYS", "DatabaseCorrupt",
+           "DatabaseReadOnly", "Lookup", "Record", "TuningDB", "default_path", "split_env"]

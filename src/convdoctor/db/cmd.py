@@ -6,14 +6,22 @@ import argparse
 import datetime as _dt
 from typing import Any
 
+from ..argtypes import finite_float
 from ..errors import UsageError
+
+DB_HELP = "database file (default: CONVDOCTOR_DB or the user cache dir)"
+
+
+def _db_option(p: argparse.ArgumentParser) -> None:
+    """--db before or after the action (`db --db X list`, `db list --db X`)."""
+    p.add_argument("--db", default=argparse.SUPPRESS, help=DB_HELP)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", default=None, help="database file (default: CONVDOCTOR_DB or the user "
-                   "cache dir)")
+    p.add_argument("--db", default=None, help=DB_HELP)
     sub = p.add_subparsers(dest="db_command", metavar="ACTION")
-    ls = sub.add_parser("list", help="list stored results")
+    ls = sub.add_parser("list", help="list stored results (reads only: creates no file)")
+    _db_option(ls)
     ls.add_argument("--problem", default=None, help="only problems whose key contains this text")
     ls.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                     help="print machine-readable JSON")
@@ -21,16 +29,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                     help="compare with this machine's environment (starts the tuning backend)")
     ls.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"])
     ex = sub.add_parser("export", help="write every result (full statistics) to a JSON file")
+    _db_option(ex)
     ex.add_argument("path")
     ex.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                     help="print machine-readable JSON")
-    im = sub.add_parser("import", help="merge a file written by `db export` (newer wins)")
+    im = sub.add_parser("import", help="merge a file written by `db export`, all of it or nothing "
+                        "(every record checked first; newer wins, a result measured here is "
+                        "kept); imported results are measured again here before they are used")
+    _db_option(im)
     im.add_argument("path")
     im.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                     help="print machine-readable JSON")
     pr = sub.add_parser("prune", help="delete stale or old results")
-    pr.add_argument("--older-than", type=float, default=None, metavar="DAYS",
-                    help="delete results older than DAYS")
+    _db_option(pr)
+    pr.add_argument("--older-than", type=finite_float(0.0, 1e6, unit="days"), default=None,
+                    metavar="DAYS", help="delete results older than DAYS (and any dated in the "
+                    "future)")
     pr.add_argument("--stale", action="store_true", help="delete results of this device whose "
                     "versions differ from this machine's (starts the tuning backend)")
     pr.add_argument("--other-devices", action="store_true",
@@ -61,8 +75,11 @@ def _label(key: str) -> str:
         return key
 
 
-def _when(ts: float) -> str:
-    return _dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+def _when(ts: Any) -> str:
+    try:
+        return _dt.datetime.fromtimestamp(float(ts)).strftime("%Y-%m-%d %H:%M")
+    except (TypeError, ValueError, OverflowError, OSError):   # a date no clock wrote
+        return "?"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,7 +89,13 @@ def run(args: argparse.Namespace) -> int:
     action = getattr(args, "db_command", None)
     if not action:
         raise UsageError("say what to do: convdoctor db list|export PATH|import PATH|prune ...")
-    db = TuningDB(args.db)
+    records = None
+    if action == "import":      # the whole file is checked before the database is opened
+        from .importfile import load_export
+        from .store import SCHEMA_VERSION
+
+        records = load_export(args.path, schema_version=SCHEMA_VERSION)
+    db = TuningDB(args.db, read_only=action in ("list", "export"))
     try:
         if action == "list":
             env = _env(args.backend) if args.check_stale else None
@@ -81,14 +104,20 @@ def run(args: argparse.Namespace) -> int:
             payload: dict[str, Any] = {"kind": "db-list", "db": str(db.path), "count": len(recs),
                                        "records": [r.to_dict() for r in recs],
                                        "left_out": left}
-            lines = [f"database: {db.path} ({len(recs)} results)"]
+            lines = [f"database: {db.path} ({len(recs)} results"
+                     + (", no file yet)" if not db.path.exists() else ")")]
             from ..tune.render import fmt_time, table
 
             rows = []
             for r in recs:
                 dev = r.device.get("gpu_name") or r.device.get("cpu") or r.backend
                 state = "" if r.stale is None else ("STALE" if r.stale else "valid")
-                rows.append([_label(r.problem_key), dev, r.winner or "-", fmt_time(r.winner_time_s),
+                if r.imported:      # never used until measured here
+                    state = (state + " " if state else "") + "imported"
+                t = r.winner_time_s
+                shown = fmt_time(t) if isinstance(t, (int, float)) and not isinstance(t, bool) \
+                    else "?"
+                rows.append([_label(r.problem_key), dev, str(r.winner or "-"), shown,
                              _when(r.created), state])
             if rows:
                 lines.append(table(rows, ["problem", "device", "winner", "time", "tuned",
@@ -107,12 +136,13 @@ def run(args: argparse.Namespace) -> int:
                  f"exported {n} results from {db.path} to {args.path}")
             return 0
         if action == "import":
-            counts = db.import_(args.path)
+            assert records is not None
+            counts = db.import_records(records)
             emit(args, {"kind": "db-import", "db": str(db.path), "path": args.path, **counts},
                  f"imported {args.path} into {db.path}: {counts['added']} added, "
-                 f"{counts['replaced']} replaced, {counts['kept']} kept (ours newer), "
-                 f"{counts['invalid']} invalid")
-            return 1 if counts["invalid"] else 0
+                 f"{counts['replaced']} replaced, {counts['kept']} kept (ours newer, or "
+                 "measured here); imported results are measured again here before they are used")
+            return 0
         if action == "prune":
             if not (args.stale or args.other_devices or args.older_than is not None
                     or args.left_out):

@@ -31,7 +31,12 @@ def run_diagnosis(args: argparse.Namespace, *, smoke: bool | None) -> int:
     system = System(subprocess_ok=not getattr(args, "no_subprocess", False))
     report = diagnose(smoke=smoke, system=system, run_conv=not getattr(args, "no_conv", False),
                       progress=None if not getattr(args, "json", False) else False)
-    emit(args, report.to_dict(), render(report))
+    import sys
+
+    from ..textsafe import use_color
+
+    color = not getattr(args, "json", False) and use_color(sys.stdout)
+    emit(args, report.to_dict(), render(report, color=color), color=color)
     return report.exit_code
 
 

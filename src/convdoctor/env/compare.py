@@ -10,6 +10,10 @@ from ..errors import UsageError
 
 # the facts worth comparing across nodes, as (label, path into report["facts"])
 KEYS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("OS", ("host", "value", "os")),
+    ("distribution", ("host", "value", "distro")),
+    ("Python", ("host", "value", "python")),
+    ("convdoctor", ("host", "value", "convdoctor")),
     ("driver", ("driver", "value", "version")),
     ("kernel module", ("driver", "value", "kernel_module")),
     ("CUDA (driver)", ("driver", "value", "cuda_driver")),
@@ -25,18 +29,19 @@ KEYS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 
 def load(path: str) -> dict[str, Any]:
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"--compare: {path}: no such file", hint="write one per machine with: convdoctor env --json > NODE.json") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--compare: {path}: cannot read it ({exc})") from None
-    except ValueError as exc:
-        raise UsageError(f"--compare: {path}: not JSON ({exc})", hint="use the output of: convdoctor env --json") from None
+    from ..jsonfile import read_json
+
+    if not Path(path).exists():
+        raise UsageError(f"--compare: {path}: no such file", hint="write one per machine with: convdoctor env --json > NODE.json")
+    data = read_json(path, what="--compare: report", max_bytes=64 << 20)
     if not isinstance(data, dict) or data.get("kind") != "env" or "facts" not in data:
         raise UsageError(f"--compare: {path}: not a convdoctor env report", hint="use the output of: convdoctor env --json")
     return data
+
+
+def _dicts(items: Any) -> list[dict[str, Any]]:
+    """The objects of a list read from a report file (anything else in it is skipped)."""
+    return [x for x in items if isinstance(x, dict)] if isinstance(items, list) else []
 
 
 def _get(d: Any, path: tuple[str, ...]) -> Any:
@@ -54,12 +59,12 @@ def rows(reports: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         facts = rep["facts"]
         for label, path in KEYS:
             table.setdefault(label, {})[name] = _get(facts, path)
-        for dev in _get(facts, ("gpus", "value", "devices")) or []:
+        for dev in _dicts(_get(facts, ("gpus", "value", "devices"))):
             table.setdefault(f"GPU {dev.get('index')}", {})[name] = f"{dev.get('name')} sm_{str(dev.get('cc', '')).replace('.', '')}"
-        for c in _get(facts, ("libraries", "value", "copies")) or []:
+        for c in _dicts(_get(facts, ("libraries", "value", "copies"))):
             if c.get("family") in ("cudnn", "cudart") and not c.get("same_file_as"):
-                table.setdefault(f"{c['name']} @ {c['dir']}", {})[name] = f"{c.get('version') or '?'} cuda{c.get('cuda_major') or '?'}"
-        table.setdefault("findings", {})[name] = ",".join(sorted({f["id"] for f in rep.get("findings", [])})) or "-"
+                table.setdefault(f"{c.get('name')} @ {c.get('dir')}", {})[name] = f"{c.get('version') or '?'} cuda{c.get('cuda_major') or '?'}"
+        table.setdefault("findings", {})[name] = ",".join(sorted({str(f.get("id")) for f in _dicts(rep.get("findings"))})) or "-"
     out = []
     for label, vals in table.items():
         full = {n: vals.get(n) for n in reports}

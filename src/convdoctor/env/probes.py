@@ -21,6 +21,11 @@ from .system import System
 
 ENV_PREFIXES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "CUDA_", "CUDNN_", "TORCH_CUDNN_", "TORCH_CUDA_",
                 "PYTORCH_", "TF_", "XLA_", "NVIDIA_", "CONDA_PREFIX", "NCCL_DEBUG")
+# TF_ is TensorFlow's prefix and Terraform's: Terraform's variables are no framework setting
+# (https://developer.hashicorp.com/terraform/cli/config/environment-variables)
+TERRAFORM_PREFIXES = ("TF_LOG", "TF_INPUT", "TF_VAR_", "TF_CLI_", "TF_DATA_DIR", "TF_WORKSPACE",
+                      "TF_IN_AUTOMATION", "TF_REGISTRY_", "TF_STATE_PERSIST_INTERVAL", "TF_PLUGIN_",
+                      "TF_IGNORE", "TF_TOKEN_", "TF_APPEND_USER_AGENT", "TF_REATTACH_PROVIDERS")
 # libraries we track, by family; the soname is "<base>.so.<major>"
 LIB_RE = re.compile(r"^(libcudnn(?:_[a-z_]+)?|libcudart|libcublasLt|libcublas|libnvrtc)\.so\.(\d+)((?:\.\d+)*)$")
 FAMILY = {"libcudart": "cudart", "libcublas": "cublas", "libcublasLt": "cublasLt", "libnvrtc": "nvrtc"}
@@ -37,8 +42,16 @@ DRIVER_TIMEOUT = 15.0
 def probe_environ(ctx: ProbeContext) -> Fact:
     env = ctx.system.environ
     fact = Fact("environ", sources=["process environment"])
-    fact.value = {k: v for k, v in sorted(env.items()) if k.startswith(ENV_PREFIXES)}
+    fact.value = {k: v for k, v in sorted(env.items())
+                  if k.startswith(ENV_PREFIXES) and not k.startswith(TERRAFORM_PREFIXES)}
     return fact
+
+
+# ---------------------------------------------------------------- host
+def probe_host(ctx: ProbeContext) -> Fact:
+    """OS, Python, host name, time and convdoctor's version: what `env --compare` lines up."""
+    return Fact("host", value=ctx.system.platform_info(),
+                sources=["platform.uname()", "/etc/os-release", "socket.gethostname()"])
 
 
 # ---------------------------------------------------------------- driver
@@ -387,6 +400,7 @@ def _torch_child_wanted(s: System) -> bool:
 
 
 PROBES: tuple[tuple[str, Probe], ...] = (
+    ("host", probe_host),
     ("environ", probe_environ),
     ("driver", probe_driver),
     ("gpus", probe_gpus),

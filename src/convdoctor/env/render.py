@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..report import Report
+from ..textsafe import clean
 
 
 def _val(report: Report, name: str) -> dict[str, Any]:
@@ -84,13 +85,18 @@ def summary(report: Report) -> str:
                     lines.append(f"           GPU {c.get('device')} {c.get('case'):<5} max rel err {worst:.1e} (tol {c.get('tol'):.0e}){tf32_note}")
         else:
             lines.append(f"smoke:     not run ({sm.get('error')})")
+    h = _val(report, "host")
+    if h:
+        lines.append(f"host:      {h.get('hostname') or '?'}  {h.get('distro') or h.get('os') or '?'}"
+                     f" ({h.get('machine') or '?'})  Python {h.get('python') or '?'}  convdoctor "
+                     f"{h.get('convdoctor') or '?'}  {h.get('time') or ''}")
     return "\n".join(lines)
 
 
-def render(report: Report) -> str:
-    body = report.render()
+def render(report: Report, *, color: bool = False) -> str:
+    body = report.render(color=color)
     n_err, n_warn = len(report.errors), len(report.warnings)
     n_info = len(report.findings) - n_err - n_warn
-    head = summary(report)
+    head = clean(summary(report))    # paths and values come from the machine and its environment
     verdict = f"{n_err} error(s), {n_warn} warning(s), {n_info} info"
     return f"{head}\n\nfindings: {verdict}\n{body}" if body else f"{head}\n\nfindings: {verdict}"

@@ -55,6 +55,27 @@ class System:
         except OSError:
             return None
 
+    def platform_info(self) -> dict[str, str | None]:
+        """This machine and this process: OS, distribution, Python, host name, time (UTC) and
+        convdoctor's version."""
+        import datetime
+        import platform
+        import socket
+
+        from .._version import __version__
+
+        u = platform.uname()
+        distro = None
+        for line in (self.read_text("/etc/os-release") or "").splitlines():
+            if line.startswith("PRETTY_NAME="):
+                distro = line.partition("=")[2].strip().strip('"')
+        return {"os": f"{u.system} {u.release}".strip(), "machine": u.machine, "distro": distro,
+                "python": platform.python_version(),
+                "python_implementation": platform.python_implementation(),
+                "hostname": socket.gethostname(),
+                "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "convdoctor": __version__}
+
     def read_error(self, path: str) -> str | None:
         """Why `path` cannot be read (None when it can)."""
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..argtypes import bounded_int, positive_seconds
 from ..errors import DependencyMissing, UsageError
 
 _DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
@@ -17,7 +18,9 @@ _DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf1
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", metavar="MODEL", help="zoo:<name> or path/to/file.py:factory")
+    p.add_argument("model", metavar="MODEL", help="zoo:<name> or path/to/file.py:factory "
+                   "(file.py:factory imports file.py and calls factory(): it runs that file's "
+                   "code, so only name files you trust)")
     p.add_argument("--input-shape", default=None,
                    help="input shape, e.g. 8,3,224,224 (default: the zoo model's usual input)")
     mode = p.add_mutually_exclusive_group()
@@ -36,8 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-tune", action="store_true",
                    help="use only what the database holds; PyTorch's path for the rest")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    p.add_argument("--steps", type=int, default=20, help="timed steps per variant (default 20)")
-    p.add_argument("--budget", type=float, default=2.0,
+    p.add_argument("--steps", type=bounded_int(1, 100_000), default=20,
+                   help="timed steps per variant (default 20)")
+    p.add_argument("--budget", type=positive_seconds(), default=2.0,
                    help="tuning budget per problem, seconds (default 2)")
     p.add_argument("--margin", default="auto",
                    help="least relative gain (e.g. 0.03) a layout, routing or graph variant must "

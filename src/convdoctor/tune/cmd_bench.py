@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..argtypes import bounded_int, positive_seconds
 from ..engines.registry import TWIN_PREFIX, built_by_name
 from ..errors import UsageError
 from ..problem import ConvProblem
@@ -116,16 +117,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "TF32 allowed)")
     p.add_argument("--direction", default="fprop", choices=["fprop", "dgrad", "wgrad"])
     p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--limit", type=int, default=None,
+    p.add_argument("--limit", type=bounded_int(1), default=None,
                    help="run N problems spread over the suite (default: all on a GPU, 4 on CPU)")
-    p.add_argument("--batch", type=int, default=None,
+    p.add_argument("--batch", type=bounded_int(1, 1_000_000), default=None,
                    help="override every problem's batch size (default: the suite's on a GPU, 1 "
                    "on CPU)")
-    p.add_argument("--budget", type=float, default=None, metavar="S",
+    p.add_argument("--budget", type=positive_seconds(), default=None, metavar="S",
                    help="sampling cap per problem and run (default 5 GPU, 1 CPU)")
-    p.add_argument("--pytorch-runs", type=int, default=2, help="fresh PyTorch processes")
-    p.add_argument("--tune-runs", type=int, default=2, help="fresh convdoctor processes")
-    p.add_argument("--referees", type=int, default=3,
+    p.add_argument("--pytorch-runs", type=bounded_int(1, 100), default=2, help="fresh PyTorch processes")
+    p.add_argument("--tune-runs", type=bounded_int(1, 100), default=2, help="fresh convdoctor processes")
+    p.add_argument("--referees", type=bounded_int(1, 100), default=3,
                    help="fresh referee processes timing every chosen path side by side; a row's "
                    "ratios are the median of each process's own ratios (default 3)")
     p.add_argument("--referee-only", default=None, metavar="FILE",
@@ -134,7 +135,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "processes (same GPU and software stack), and write the result with the new "
                    "ratios (the old ones kept under each row's first_referee); with --out and "
                    "--resume it continues from FILE.partial like a bench run")
-    p.add_argument("--timeout", type=float, default=120.0, metavar="S",
+    p.add_argument("--timeout", type=positive_seconds(), default=120.0, metavar="S",
                    help="per call into a worker process; a candidate that hangs longer costs "
                    "only itself (default 120)")
     p.add_argument("--match", default=None, metavar="REGEX",
@@ -692,13 +693,14 @@ def load_partial(path: str, signature: dict[str, Any]) -> dict[str, Any]:
             pass
     if not os.path.exists(path):
         return {"torch_runs": [], "tune_runs": [], "referee_runs": []}
+    from ..jsonfile import read_json
+
     try:
-        with open(path, encoding="utf-8") as fh:
-            state = json.load(fh)
+        state = read_json(path, what="bench state file")
         torch_runs, tune_runs = list(state["torch_runs"]), list(state["tune_runs"])
         # a state file written before `--referees` has none: its finished arms still count
         referee_runs = list(state.get("referee_runs") or [])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (UsageError, OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"{path} is not a readable bench state file ({exc}); remove it, or run "
                          "without --resume") from None
     if state.get("signature") != signature:
@@ -886,16 +888,9 @@ def _merge(args: argparse.Namespace) -> int:
 def load_result(path: str) -> Any:
     """A bench result file's JSON; `FILE.json.gz` is read through gzip (the repository keeps old
     sessions' raw results compressed: the working tree that travels to the device is capped)."""
-    import gzip
+    from ..jsonfile import read_json
 
-    try:
-        if path.endswith(".gz"):
-            with gzip.open(path, "rt", encoding="utf-8") as fh:
-                return json.load(fh)
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except (OSError, EOFError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read bench result {path}: {exc}") from None
+    return read_json(path, what="bench result")
 
 
 def _read_result(path: str) -> dict[str, Any]:

@@ -6,13 +6,15 @@ import argparse
 import sys
 from typing import Any
 
+from ..argtypes import bounded_int, positive_seconds
 from ..errors import UsageError
 from ..problem import PARSE_HELP, ConvProblem
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", nargs="?", help="zoo:<name> or path/to/file.py:factory (needs "
-                   "--input-shape); or use --problem")
+                   "--input-shape; file.py:factory imports file.py and calls factory(): it runs "
+                   "that file's code, so only name files you trust); or use --problem")
     p.add_argument("--problem", action="append", default=[], metavar="TEXT",
                    help='a problem, e.g. "fprop n=32 c=256 h=28 w=28 k=256 r=3 s=3 pad=1 '
                    'dtype=float32 layout=nchw" (repeatable)')
@@ -25,16 +27,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--deterministic", action="store_true",
                    help="model problems need deterministic engines")
     p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--budget", type=float, default=None, metavar="S",
+    p.add_argument("--budget", type=positive_seconds(), default=None, metavar="S",
                    help="sampling time cap per problem in seconds (default 10 GPU, 3 CPU)")
-    p.add_argument("--timeout", type=float, default=120.0, metavar="S",
+    p.add_argument("--timeout", type=positive_seconds(), default=120.0, metavar="S",
                    help="a candidate that does not answer in S seconds counts as hung")
     p.add_argument("--db", default=None, help="tuning database file (default: CONVDOCTOR_DB or "
                    "the user cache dir)")
     p.add_argument("--no-db", action="store_true", help="do not read or write the database")
     p.add_argument("--force", action="store_true", help="tune again even when the database has "
                    "a valid result")
-    p.add_argument("--limit", type=int, default=None, help="tune only the first N problems")
+    p.add_argument("--limit", type=bounded_int(1), default=None,
+                   help="tune only the first N problems")
     p.add_argument("--detail", action="store_true", help="print every candidate's statistics")
     p.add_argument("--trace", default=None, metavar="FILE",
                    help="append the tuner's decisions (screen rounds and verdicts, sampling "
@@ -148,6 +151,9 @@ def run(args: argparse.Namespace) -> int:
                     if lk.status == "stale":
                         diff = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in lk.differences.items())
                         notes.append(f"{p.short()}: stored result is stale ({diff}); tuned again")
+                    elif lk.status == "imported":
+                        notes.append(f"{p.short()}: the stored result was imported, not measured "
+                                     "here; measured here now")
                 r = tune_problem(p, backend=be, db=db, budget_s=budget, progress=bar,
                                  reuse=not args.force, config=config)
                 results.append(r)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..textsafe import one_line
 from .result import BASELINE_LABELS, TuneResult
 
 
@@ -64,6 +65,7 @@ def summary_row(result: TuneResult, peaks: dict[str, Any] | None) -> dict[str, A
 
 
 def table(rows: list[list[str]], header: list[str]) -> str:
+    rows = [[one_line(c) for c in r] for r in rows]   # cells may hold imported or model text
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     out = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)),
            "  ".join("-" * w for w in widths)]

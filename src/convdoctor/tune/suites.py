@@ -6,7 +6,6 @@ the direction, dtype, layout and math mode it is asked for (an entry may pin any
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
@@ -53,23 +52,26 @@ def builtin_suites() -> list[str]:
 
 def load_suite(spec: str) -> Suite:
     """A built-in suite name (see `builtin_suites()`) or a path to a suite JSON file."""
+    from ..jsonfile import parse, read_bytes
+
     path = Path(spec)
-    if spec.endswith(".json") or path.exists():
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise UsageError(f"cannot read suite file {spec}: {exc}") from None
+    try:
+        is_file = spec.endswith(".json") or path.exists()
+    except OSError as exc:   # a name too long for a path
+        raise UsageError(f"unknown suite {spec[:60]!r} ({exc.strerror})") from None
+    if is_file:
+        text = read_bytes(path, what="suite file", max_bytes=16 << 20)
     else:
         names = builtin_suites()
         if spec not in names:
             raise UsageError(f"unknown suite {spec!r}; built-in suites: {', '.join(names)} "
                              "(or pass a path to a suite JSON file)")
-        text = resources.files("convdoctor.tune").joinpath(f"data/suites/{spec}.json").read_text()
+        text = resources.files("convdoctor.tune").joinpath(f"data/suites/{spec}.json").read_bytes()
+    doc = parse(text, what=f"suite {spec}")
     try:
-        doc = json.loads(text)
         entries = tuple(SuiteEntry(str(e.get("group", "")), str(e.get("name", "")),
                                    str(e["problem"])) for e in doc["problems"])
-    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+    except (KeyError, TypeError, AttributeError) as exc:
         raise UsageError(f"suite {spec} is not a valid suite file ({type(exc).__name__}: {exc}); "
                          'expected {"name": ..., "problems": [{"name": ..., "problem": '
                          '"n=.. c=.. h=.. w=.. k=.. r=.. s=.."}]}') from None
