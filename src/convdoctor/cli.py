@@ -38,7 +38,14 @@ EPILOG = "Every command takes --json for machine-readable output. Exit codes: 0 
 
 
 def _debug() -> bool:
-    return os.environ.get("CONVDOCTOR_DEBUG", "") not in ("", "0")
+    """The `debug` setting; a malformed CONVDOCTOR_DEBUG counts as off here (the message about it
+    comes from the command that reads the settings)."""
+    from .settings import current
+
+    try:
+        return current().debug
+    except ConvdoctorError:
+        return False
 
 
 class OutputError(ConvdoctorError):

@@ -44,12 +44,14 @@ __all__ = ["ENV_VAR", "EXPORT_FORMAT", "FILE_SCHEMA_VERSION", "SCHEMA_VERSION", 
 
 def default_path() -> Path:
     """CONVDOCTOR_DB if set, else `tuning.sqlite3` in the user cache dir (platformdirs)."""
-    env = os.environ.get(ENV_VAR)
-    if env:
-        return Path(env).expanduser()
+    from ..settings import current
+
+    named = current().db
+    if named:
+        return Path(named).expanduser()
     try:
         from platformdirs import user_cache_dir
-    except ImportError:  # a bare environment (the GPU box): the XDG default platformdirs would use
+    except ImportError:  # without platformdirs: the XDG default it would use
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         return Path(base) / "convdoctor" / "tuning.sqlite3"
     return Path(user_cache_dir("convdoctor")) / "tuning.sqlite3"
