@@ -1,12 +1,12 @@
-"""Host cost of the check a CUDA-graph replay makes before it runs (issue 6), on the CPU.
+"""Host cost of the check a CUDA-graph replay makes before it runs, on the CPU.
 
-  python benchmarks/bench_graph_guard.py [--models resnet50,unet3d,speech_frontend] [--calls 2000]
+  python benchmarks/bench_graph_guard.py [--models resnet50,unet3d,speech_frontend] [--calls N]
 
 Before every replay `GraphedForward` checks that the model's parameters and buffers are still the
-storage the graph captured. The GPU waits for this host time (session 22: a ResNet-50 replay's
-step was its kernel time plus its host time). Prints, per zoo model, microseconds per check:
-- walk: the old check, a walk of `model.parameters()` and `model.buffers()` and a tuple of data
-  pointers (what GraphedForward did until session 22);
+storage the graph captured. The GPU waits for this host time (a ResNet-50 replay's step is its
+kernel time plus its host time; docs/results.md). Prints, per zoo model, microseconds per check:
+- walk: a walk of `model.parameters()` and `model.buffers()` and a tuple of data pointers (the
+  check without the guard);
 - guard: `graphs.StorageGuard.ok()` with no registration since the last check;
 - guard after a registration: `ok()` right after an unrelated module was built (a re-walk).
 Needs no GPU: the check is host code.

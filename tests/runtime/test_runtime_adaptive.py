@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import random
 
-from convdoctor.runtime.optimizer import graphs_undecided, layout_undecided, layout_verdict
-from convdoctor.runtime.timing import (
+from convdoctor.measure.steps import (
     MIN_MARGIN,
     extend_while_undecided,
     gain_undecided,
     win_margin,
 )
+from convdoctor.runtime.optimizer import graphs_undecided, layout_undecided, layout_verdict
 
 
 def _noisy(ms: float, n: int, rel: float, seed: int) -> list[float]:

@@ -227,7 +227,8 @@ def test_layout_route_matches_stock_conv_on_cpu() -> None:
     the caller's layout; the numbers are PyTorch's own."""
     import torch
 
-    from convdoctor.runtime.execs import ConvArgs, flag_exec
+    from convdoctor.engines.base import ConvArgs
+    from convdoctor.engines.flag_exec import flag_exec
 
     ex = flag_exec("torch:heuristic+nhwc")
     assert ex is not None and ex.layout == "nhwc" and not ex.is_noop()

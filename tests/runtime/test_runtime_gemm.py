@@ -9,10 +9,11 @@ import torch
 import torch.nn as nn
 from rt_helpers import grads_of, route_all
 
+from convdoctor.engines.base import ConvArgs
+from convdoctor.engines.gemm_exec import GEMM_EXEC
+from convdoctor.engines.registry import executor_for as torch_exec
 from convdoctor.runtime import fallback as fb
 from convdoctor.runtime import site as S
-from convdoctor.runtime.execs import ConvArgs, torch_exec
-from convdoctor.runtime.gemm_exec import GEMM_EXEC
 
 GEMM = {"fprop": "torch:gemm", "dgrad": "torch:gemm", "wgrad": "torch:gemm"}
 

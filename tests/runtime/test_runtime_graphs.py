@@ -329,9 +329,9 @@ def test_routes_rank_by_the_tuners_ranked_time_not_the_median() -> None:
     # a split-K plan: median 143 us (fast on 3 of 4 placements), ranked 148.5 us (the mean over
     # placements); a steady plan 145 us, the tuner's winner. The route follows the tuner.
     from convdoctor.problem import ConvProblem
-    from convdoctor.runtime.optimizer import _ranked_keys
     from convdoctor.tune.backend import Candidate
     from convdoctor.tune.result import CandidateStats, TuneResult
+    from convdoctor.tune.select import route_order
 
     def st(key: str, med_us: float, rank_us: float | None) -> CandidateStats:
         return CandidateStats(candidate=Candidate(key, "cuda"), samples=[med_us * 1e-6] * 5,
@@ -343,43 +343,48 @@ def test_routes_rank_by_the_tuners_ranked_time_not_the_median() -> None:
                           candidates=[st("cudnn:split-k", 143.0, rank_split),
                                       st("cudnn:steady", 145.0, rank_steady)])
 
-    assert _ranked_keys(res(148.5, 145.0), False, 0.0)[0] == "cudnn:steady"
+    assert route_order(res(148.5, 145.0), transposed=False, train=True,
+                       graphed=True)[0] == "cudnn:steady"
     # entries stored before the ranked time existed: the median decides, as before
-    assert _ranked_keys(res(None, None), False, 0.0)[0] == "cudnn:split-k"
+    assert route_order(res(None, None), transposed=False, train=True,
+                       graphed=True)[0] == "cudnn:split-k"
 
 
 def test_graph_routes_rank_plans_without_their_host_cost() -> None:
-    # Eager: a plan call costs PLAN_PENALTY_S of host time, so PyTorch's path ranks first (7.1 vs
+    # Eager: a plan call costs the plan engine's host cost, so PyTorch's path ranks first (7.1 vs
     # 17.8 us); in a CUDA graph replay there is no host cost, so the plan does.
-    from convdoctor.runtime.optimizer import PLAN_PENALTY_S, _ranked_keys
+    from convdoctor.engines.cudnn import TRAIN_HOST_COST_S as PLAN_PENALTY_S
+    from convdoctor.tune.select import route_order
 
     res = _unet_result(7.1, ("torch:benchmark", 7.4))
     assert PLAN_PENALTY_S > 17.8e-6 - 7.1e-6
-    assert _ranked_keys(res, transposed=False)[0] == "torch:heuristic"
-    assert _ranked_keys(res, transposed=False, plan_penalty_s=0.0) == [PLAN, "torch:heuristic"]
+    assert route_order(res, transposed=False, train=True, graphed=False)[0] == "torch:heuristic"
+    assert route_order(res, transposed=False, train=True, graphed=True) == [PLAN, "torch:heuristic"]
 
 
 def test_inference_routes_charge_a_plan_only_its_call_cost() -> None:
     # Eager TRAINING pays the autograd Function (PLAN_PENALTY_S, so PyTorch's path ranks first);
     # eager INFERENCE calls the plan directly, measured ~5 us more than PyTorch's dispatch, so the
     # plan that is 10.7 us faster ranks first.
-    from convdoctor.runtime.optimizer import _ranked_keys, plan_penalty
+    from convdoctor.tune.select import route_order
 
     res = _unet_result(7.1)
-    assert _ranked_keys(res, False, plan_penalty(train=True))[0] == "torch:heuristic"
-    assert _ranked_keys(res, False, plan_penalty(train=False)) == [PLAN, "torch:heuristic"]
+    assert route_order(res, transposed=False, train=True, graphed=False)[0] == "torch:heuristic"
+    assert route_order(res, transposed=False, train=False, graphed=False) == [
+        PLAN, "torch:heuristic"]
     # a plan faster by less than its call cost still loses in inference
-    assert _ranked_keys(_unet_result(12.0), False, plan_penalty(train=False))[0] == \
+    assert route_order(_unet_result(12.0), transposed=False, train=False, graphed=False)[0] == \
         "torch:heuristic"
 
 
 def test_dual_routes_pay_their_gather_outside_graphs_only() -> None:
     # A dual plan 5 us faster than a plan of the problem itself: in a graph replay (no host cost)
     # it ranks first; eagerly its per-call gather (DUAL_PENALTY_S) is charged and it does not.
+    from convdoctor.engines.cudnn_dual import EXTRA_HOST_COST_S as DUAL_PENALTY_S
     from convdoctor.problem import ConvProblem
-    from convdoctor.runtime.optimizer import DUAL_PENALTY_S, _ranked_keys, plan_penalty
     from convdoctor.tune.backend import Candidate
     from convdoctor.tune.result import CandidateStats, TuneResult
+    from convdoctor.tune.select import route_order
 
     def st(key: str, us: float) -> CandidateStats:
         return CandidateStats(candidate=Candidate(key, "cuda"), samples=[us * 1e-6] * 5)
@@ -388,9 +393,12 @@ def test_dual_routes_pay_their_gather_outside_graphs_only() -> None:
                      env={}, backend="cuda", winner=None,
                      candidates=[st("cudnn-dual:eng67", 45.0), st("cudnn:eng71", 50.0)])
     assert DUAL_PENALTY_S > 5e-6
-    assert _ranked_keys(res, False, 0.0) == ["cudnn-dual:eng67", "cudnn:eng71"]
-    assert _ranked_keys(res, False, plan_penalty(train=True)) == ["cudnn:eng71", "cudnn-dual:eng67"]
-    assert _ranked_keys(res, True, 0.0) == []  # transposed: no plan of either kind
+    assert route_order(res, transposed=False, train=True, graphed=True) == [
+        "cudnn-dual:eng67", "cudnn:eng71"]
+    assert route_order(res, transposed=False, train=True, graphed=False) == [
+        "cudnn:eng71", "cudnn-dual:eng67"]
+    # transposed: no plan of either kind
+    assert route_order(res, transposed=True, train=True, graphed=True) == []
 
 
 def test_a_dual_key_that_does_not_apply_is_a_note_not_an_error() -> None:
@@ -409,10 +417,11 @@ def test_triton_routes_pay_their_launcher_outside_graphs_only() -> None:
     # A depthwise kernel 30 us faster than PyTorch's path: in a graph replay it ranks first;
     # eagerly its Triton launcher (TRITON_PENALTY_S, measured ~48.5 us more than F.conv2d) is
     # charged and it does not; transposed convolutions never get it.
+    from convdoctor.engines.triton import HOST_COST_S as TRITON_PENALTY_S
     from convdoctor.problem import ConvProblem
-    from convdoctor.runtime.optimizer import TRITON_PENALTY_S, _ranked_keys, plan_penalty
     from convdoctor.tune.backend import Candidate
     from convdoctor.tune.result import CandidateStats, TuneResult
+    from convdoctor.tune.select import route_order
 
     def st(k: str, us: float) -> CandidateStats:
         return CandidateStats(candidate=Candidate(k, "cuda"), samples=[us * 1e-6] * 5)
@@ -425,19 +434,22 @@ def test_triton_routes_pay_their_launcher_outside_graphs_only() -> None:
                          winner=Candidate(key, "cuda"),
                          candidates=[st(key, 33.4), st("torch:heuristic", 70.9)])
         assert TRITON_PENALTY_S > 70.9e-6 - 33.4e-6
-        assert _ranked_keys(res, False, 0.0) == [key, "torch:heuristic"]
-        assert _ranked_keys(res, False, plan_penalty(train=True))[0] == "torch:heuristic"
-        assert _ranked_keys(res, False, plan_penalty(train=False))[0] == "torch:heuristic"
-        assert _ranked_keys(res, True, 0.0) == ["torch:heuristic"]
+        assert route_order(res, transposed=False, train=True, graphed=True) == [
+            key, "torch:heuristic"]
+        assert route_order(res, transposed=False, train=True,
+                           graphed=False)[0] == "torch:heuristic"
+        assert route_order(res, transposed=False, train=False,
+                           graphed=False)[0] == "torch:heuristic"
+        assert route_order(res, transposed=True, train=True, graphed=True) == ["torch:heuristic"]
 
 
 def test_matrix_product_routes_are_never_ranked_for_transposed_layers() -> None:
     # their executors raise for a transposed convolution, so offering them would only move the
     # layer to PyTorch's default with a warning, skipping the other tuned routes
     from convdoctor.problem import ConvProblem
-    from convdoctor.runtime.optimizer import _ranked_keys
     from convdoctor.tune.backend import Candidate
     from convdoctor.tune.result import CandidateStats, TuneResult
+    from convdoctor.tune.select import route_order
 
     def st(k: str, us: float) -> CandidateStats:
         return CandidateStats(candidate=Candidate(k, "cuda"), samples=[us * 1e-6] * 5)
@@ -447,5 +459,6 @@ def test_matrix_product_routes_are_never_ranked_for_transposed_layers() -> None:
             "dgrad n=8 c=768 k=768 w=49 s=128 pad=64 groups=16"), env={}, backend="cuda",
             winner=Candidate(key, "cuda"), candidates=[st(key, 150.0),
                                                        st("torch:heuristic", 296.0)])
-        assert _ranked_keys(res, False, 0.0) == [key, "torch:heuristic"]
-        assert _ranked_keys(res, True, 0.0) == ["torch:heuristic"]
+        assert route_order(res, transposed=False, train=True, graphed=True) == [
+            key, "torch:heuristic"]
+        assert route_order(res, transposed=True, train=True, graphed=True) == ["torch:heuristic"]

@@ -16,6 +16,7 @@ import torch
 import torch.nn as nn
 from rt_helpers import grads_of, route_all
 
+from convdoctor.engines.cudnn_enum import build_plan
 from convdoctor.runtime import site as S
 
 warnings.filterwarnings("ignore", message=".*padding='same' with even kernel.*")
@@ -244,16 +245,15 @@ def _route(m: nn.Module, x: torch.Tensor, executor: Any) -> S.Site:
 def _plan_route(m: nn.Module, x: torch.Tensor, dual: bool = False) -> S.Site:
     """Route `m` through cuDNN plans (the heuristic plan of each direction; `dual`: fprop and dgrad
     through the heuristic plan of their dual problem, `cudnn-dual:`)."""
-    from convdoctor.runtime.plans import DualPlanExec, PlanExec
-    from convdoctor.tune.gpu import policy
-    from convdoctor.tune.gpu.cudnn_plan import ConvPlan
+    from convdoctor.engines import cudnn_policy as policy
+    from convdoctor.engines.cudnn_exec import DualPlanExec, PlanExec
 
     def executor(prob: Any) -> object:
         twin = policy.dual_problem(prob) if dual else None
         if twin is not None:
-            plan = ConvPlan.build(twin)
+            plan = build_plan(twin)
             return DualPlanExec(policy.dual_key(plan.name), prob, plan)
-        plan = ConvPlan.build(prob)
+        plan = build_plan(prob)
         return PlanExec("cudnn:" + plan.name, prob, plan)
 
     return _route(m, x, executor)
@@ -406,24 +406,17 @@ def _kernel_route(kind: str) -> Any:
     "wg", "sc" or "fp") runs through its executor, with one of its offered configurations (the last for
     "dw" and "sc": a sub-pixel one where strided; the first for "wg" and "fp"), and every other direction
     to PyTorch's path."""
-    from convdoctor.runtime.execs import default_exec
-    from convdoctor.runtime.triton_exec import (
-        TritonDwExec,
-        TritonFpExec,
-        TritonScExec,
-        TritonWgExec,
-    )
-    from convdoctor.tune.gpu import policy
+    from convdoctor.engines.flag_exec import default_exec
+    from convdoctor.kernels import depthwise, fprop, smallc, wgrad
 
-    configs, cls, pick = {"dw": (policy.triton_dw_configs, TritonDwExec, -1),
-                          "wg": (policy.triton_wg_configs, TritonWgExec, 0),
-                          "sc": (policy.triton_sc_configs, TritonScExec, -1),
-                          "fp": (policy.triton_fp_configs, TritonFpExec, 0)}[kind]
+    kernel, pick = {"dw": (depthwise, -1), "wg": (wgrad, 0), "sc": (smallc, -1),
+                    "fp": (fprop, 0)}[kind]
 
     def route(m: nn.Module, x: torch.Tensor) -> S.Site:
         def executor(prob: Any) -> object:
-            cfgs = configs(prob)
-            return cls(f"triton:{kind}_{cfgs[pick]}", prob) if cfgs else default_exec()
+            cfgs = kernel.offered(prob)
+            return (kernel.ENGINE.executor(f"triton:{kind}_{cfgs[pick]}", prob) if cfgs
+                    else default_exec())
 
         return _route(m, x, executor)
 
@@ -536,7 +529,7 @@ IM2COL_CASES = {
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "cl"])
 def test_im2col_same_function_gpu(name: str, dtype: torch.dtype, channels_last: bool) -> None:
     """All three directions through `torch:im2col` compute PyTorch's outputs and gradients."""
-    from convdoctor.runtime.execs import torch_exec
+    from convdoctor.engines.registry import executor_for as torch_exec
 
     _routed_case(IM2COL_CASES[name](), dtype, channels_last,
                  lambda m, x: _route(m, x, lambda prob: torch_exec("torch:im2col")),

@@ -11,10 +11,10 @@ import pytest
 import torch
 import torch.nn as nn
 
+from convdoctor.engines.flag_exec import FlagExec
+from convdoctor.measure.steps import MIN_MARGIN, rel_se_of_median, win_margin
 from convdoctor.runtime import optimizer as O
 from convdoctor.runtime import site as S
-from convdoctor.runtime.execs import FlagExec
-from convdoctor.runtime.timing import MIN_MARGIN, rel_se_of_median, win_margin
 
 
 class SleepExec(FlagExec):

@@ -9,9 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from convdoctor.engines import gemm as engines_gemm
+from convdoctor.engines import gemm_math as gemm
 from convdoctor.problem import ConvProblem
-from convdoctor.tune import gemm
-from convdoctor.tune.gpu import policy
 
 CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
 
@@ -69,7 +69,7 @@ def test_dgrad_zero_at_skipped_positions() -> None:
 ])
 def test_eligibility(text: str, ok: bool) -> None:
     p = ConvProblem.parse(text)
-    assert policy.gemm_eligible(p) is ok
+    assert engines_gemm.eligible(p) is ok
     assert gemm.eligible(p.kernel, p.pad_pre, p.pad_post, p.groups) is ok
 
 

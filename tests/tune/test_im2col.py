@@ -7,9 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from convdoctor.engines import im2col as engines_im2col
+from convdoctor.engines import im2col_math as im2col
 from convdoctor.problem import ConvProblem
-from convdoctor.tune import im2col
-from convdoctor.tune.gpu import policy
 
 CASES = [  # x shape, w shape, stride, pad_pre, pad_post, dilation, groups
     ((2, 8, 9, 11), (6, 4, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 2),
@@ -60,24 +60,25 @@ def test_three_directions_match_pytorch_in_float64(case: int, channels_last: boo
 
 def test_offered_for_grouped_layers_that_fit_only() -> None:
     pos = ConvProblem.parse("dgrad n=8 c=768 k=768 w=49 s=128 pad=64 groups=16")
-    assert policy.im2col_unfit(pos) is None
+    assert engines_im2col.unfit(pos) is None
     # dgrad: the products and their permuted copy, in fp32 (2 x 157 MB)
-    assert policy.im2col_bytes(pos) == 2 * 8 * 768 * 128 * 50 * 4
-    assert policy.im2col_bytes(pos.with_direction("fprop")) == 8 * 768 * 128 * 50 * 4
+    assert engines_im2col.patch_bytes(pos) == 2 * 8 * 768 * 128 * 50 * 4
+    assert engines_im2col.patch_bytes(pos.with_direction("fprop")) == 8 * 768 * 128 * 50 * 4
     for text, why in [
         ("fprop n=8 c=64 h=14 w=14 k=64 r=3 s=3 pad=1", "one group"),             # dense
         ("fprop n=8 c=64 h=14 w=14 k=64 r=3 s=3 pad=1 groups=64", "depthwise"),   # depthwise
         ("fprop n=2 c=16 d=4 h=4 w=4 k=16 t=3 r=3 s=3 groups=4", "3D"),
         ("fprop n=256 c=512 h=56 w=56 k=512 r=3 s=3 pad=1 groups=32", "GiB"),
     ]:
-        assert why in (policy.im2col_unfit(ConvProblem.parse(text)) or ""), text
+        assert why in (engines_im2col.unfit(ConvProblem.parse(text)) or ""), text
     # a channel multiplier (K = 2C) is grouped, not depthwise in the kernel's sense
-    assert policy.im2col_unfit(ConvProblem.parse(
+    assert engines_im2col.unfit(ConvProblem.parse(
         "fprop n=2 c=8 h=9 w=9 k=16 r=3 s=3 groups=8")) is None
 
 
 def test_runtime_executor_runs_all_three_directions() -> None:
-    from convdoctor.runtime.execs import ConvArgs, torch_exec
+    from convdoctor.engines.base import ConvArgs
+    from convdoctor.engines.registry import executor_for as torch_exec
 
     ex = torch_exec("torch:im2col")
     assert ex is not None and ex.key == "torch:im2col" and not ex.is_noop()
@@ -138,7 +139,8 @@ def test_half_precision_dgrad_sums_taps_in_fp32() -> None:
 
 
 def test_executor_keeps_pytorchs_layouts_and_checks_its_inputs() -> None:
-    from convdoctor.runtime.execs import ConvArgs, torch_exec
+    from convdoctor.engines.base import ConvArgs
+    from convdoctor.engines.registry import executor_for as torch_exec
 
     ex = torch_exec("torch:im2col")
     gen = torch.Generator().manual_seed(0)
@@ -160,8 +162,9 @@ def test_executor_keeps_pytorchs_layouts_and_checks_its_inputs() -> None:
 def test_newer_tf32_setting_does_not_break_the_matrix_routes() -> None:
     """PyTorch raises when the legacy `allow_tf32` is read after `fp32_precision` was set; the
     routes use the newer setting then, and put it back."""
-    from convdoctor.runtime.execs import ConvArgs, torch_exec
-    from convdoctor.tune import gemm
+    from convdoctor.engines import gemm_math as gemm
+    from convdoctor.engines.base import ConvArgs
+    from convdoctor.engines.registry import executor_for as torch_exec
 
     m = torch.backends.cuda.matmul
     if not hasattr(m, "fp32_precision"):

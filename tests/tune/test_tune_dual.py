@@ -8,9 +8,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from convdoctor.engines import cudnn_policy as policy  # noqa: E402
+from convdoctor.engines import registry, xform  # noqa: E402
+from convdoctor.measure import buffers  # noqa: E402
 from convdoctor.problem import ConvProblem  # noqa: E402
-from convdoctor.tune import xform  # noqa: E402
-from convdoctor.tune.gpu import policy  # noqa: E402
 
 CASES = [
     "dgrad n=2 c=6 h=9 w=7 k=4 r=3 s=3 pad=1",
@@ -57,7 +58,7 @@ def _dgrad(p: ConvProblem, dy: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 
 def _strides(p: ConvProblem, role: str) -> tuple[int, ...]:
-    return tuple(policy.logical_strides(p, role))
+    return tuple(buffers.logical_strides(p, role))
 
 
 def _in_layout(p: ConvProblem, role: str, t: torch.Tensor) -> torch.Tensor:
@@ -109,8 +110,8 @@ def test_no_dual(text: str, why: str) -> None:
 def test_dual_keys() -> None:
     k = policy.dual_key("eng71_k28=1")
     assert k == "cudnn-dual:eng71_k28=1" and policy.dual_plan_name_of(k) == "eng71_k28=1"
-    assert policy.plan_name_of(k) is None and policy.is_plan_key(k)
-    assert policy.is_plan_key("cudnn:eng0") and not policy.is_plan_key("torch:gemm")
+    assert policy.plan_name_of(k) is None and registry.is_plan_key(k)
+    assert registry.is_plan_key("cudnn:eng0") and not registry.is_plan_key("torch:gemm")
 
 
 def test_weight_index_is_int32_and_a_permutation() -> None:
@@ -122,17 +123,24 @@ def test_weight_index_is_int32_and_a_permutation() -> None:
     assert sorted(idx.tolist()) == list(range(idx.numel()))
 
 
-def test_prefix_tables_agree() -> None:
-    """cmd_bench and the runtime name the plan prefixes without importing the GPU backend."""
-    from convdoctor.runtime import optimizer
-    from convdoctor.tune import cmd_bench
-
-    assert cmd_bench.PLAN_PREFIXES == (*policy.PLAN_PREFIXES, *policy.TRITON_PREFIXES)
-    assert optimizer.DUAL_PREFIX == policy.DUAL_PREFIX
-    assert optimizer.TRITON_PREFIX == policy.TRITON_PREFIX
-    assert optimizer.TRITON_PREFIXES == policy.TRITON_PREFIXES
-    for k in ("triton:dw_c1p256w4", "triton:wg_m32n64l64w4s3r", "triton:sc_k8p256w4s",
-              "triton:fp_k64p32j32w4s4"):
-        assert optimizer._not_for_transposed(k) and not optimizer._is_plan(k)
-    for k in ("cudnn:eng0", "cudnn-dual:eng71_k28=1", "torch:gemm", "torch:heuristic"):
-        assert optimizer._is_plan(k) == policy.is_plan_key(k)
+def test_every_key_belongs_to_exactly_one_engine() -> None:
+    """Candidate keys are defined once, by their engines (`engines.registry`)."""
+    keys = {"triton:dw_c1p256w4": "triton-dw", "triton:wg_m32n64l64w4s3r": "triton-wg",
+            "triton:sc_k8p256w4s": "triton-sc", "triton:fp_k64p32j32w4s4": "triton-fp",
+            "cudnn:eng0": "cudnn", "cudnn-dual:eng71_k28=1": "cudnn-dual", "torch:gemm": "gemm",
+            "torch:im2col": "im2col", "torch:heuristic": "torch", "torch:benchmark": "torch",
+            "torch:cudnn-off": "torch-native", "cpu:mkldnn-on+nhwc": "cpu"}
+    for key, name in keys.items():
+        owners = [e.name for e in registry.ENGINES if e.owns(key)]
+        assert owners == [name], key
+    assert registry.engine_of("evil:engine") is None and not registry.known("evil:engine")
+    assert registry.known("twin:cudnn:eng0")
+    for k in ("triton:dw_c1p256w4", "cudnn:eng0", "cudnn-dual:eng71_k28=1", "torch:gemm",
+              "torch:im2col"):
+        assert not registry.engine_of(k).runs_transposed, k
+    assert registry.engine_of("torch:heuristic").runs_transposed
+    assert not registry.routed("torch:benchmark") and registry.routed("torch:heuristic")
+    assert registry.built_by_name("triton:fp_k64p32j32w4s4") and registry.built_by_name(
+        "cudnn:eng0") and not registry.built_by_name("torch:gemm")
+    assert [e.name for e in registry.listed_by("cpu")] == ["cpu"]
+    assert "cpu" not in [e.name for e in registry.listed_by("cuda")]

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from convdoctor.engines import cudnn_enum as cp
+from convdoctor.engines import listing
+from convdoctor.engines.cudnn import excluded_engines
 from convdoctor.problem import ConvProblem
-from convdoctor.tune import backend as tb
-from convdoctor.tune.gpu import cudnn_plan as cp
-from convdoctor.tune.gpu.backend import excluded_engines
 
 PROBLEM = ConvProblem.parse("wgrad n=2 c=32 d=32 h=32 w=32 k=64 r=3 s=3 t=3 pad=1 dtype=float16 "
                             "layout=nhwc")
@@ -46,9 +46,9 @@ class _G:
 @pytest.fixture()
 def steps() -> Any:
     heard: list[tuple[str, str, str]] = []
-    old = tb.set_step_sink(lambda k, u, n: heard.append((k, u, n)))
+    old = listing.set_step_sink(lambda k, u, n: heard.append((k, u, n)))
     yield heard
-    tb.set_step_sink(old)
+    listing.set_step_sink(old)
     cp.clear_cache()
 
 
@@ -74,11 +74,11 @@ def test_a_sink_that_raises_never_costs_the_listing() -> None:
     def bad(kind: str, unit: str, name: str) -> None:
         raise OSError("disk full")
 
-    old = tb.set_step_sink(bad)
+    old = listing.set_step_sink(bad)
     try:
-        tb.listing_step("time", "eng1", "eng1_k2=0")
+        listing.listing_step("time", "eng1", "eng1_k2=0")
     finally:
-        tb.set_step_sink(old)
+        listing.set_step_sink(old)
 
 
 def test_units_name_engines() -> None:

@@ -1,5 +1,5 @@
 """Buffer placements: every candidate of a round is timed on the same placement, and a candidate's
-samples cover all placements (`convdoctor.tune.gpu.placement`, `Harness._timed`'s slot)."""
+samples cover all placements (`convdoctor.measure.placement`, `Harness._timed`'s slot)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,14 @@ from pathlib import Path
 import pytest
 from tune_fakes import PlacementBackend, SimCandidate, SimWorld
 
-from convdoctor.errors import UsageError
+from convdoctor.measure.placement import placement_count
 from convdoctor.problem import ConvProblem
-from convdoctor.tune.gpu.placement import placement_count, wanted_count
 from convdoctor.tune.harness import Harness, HarnessConfig
 from convdoctor.tune.worker import WorkerBackend
 
 HERE = Path(__file__).resolve().parent
 PROBLEM = ConvProblem.parse("fprop n=32 c=2048 h=7 w=7 k=512 r=1 s=1 dtype=float16 layout=nhwc")
-# session 6's probe: the same kernel over placements, e.g. 9.88-10.75 us (ResNet-50 layer4.x.conv1)
+# the same kernel over placements on an H100, e.g. 9.88-10.75 us (ResNet-50 layer4.x.conv1)
 FACTORS = [1.0, 1.06, 1.01, 1.08]
 
 
@@ -72,16 +71,6 @@ def test_placement_count_respects_the_memory_budget() -> None:
     assert placement_count(0) == 4
 
 
-def test_placements_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CONVDOCTOR_PLACEMENTS", "2")
-    assert wanted_count() == 2
-    monkeypatch.setenv("CONVDOCTOR_PLACEMENTS", "0")
-    assert wanted_count() == 1
-    monkeypatch.setenv("CONVDOCTOR_PLACEMENTS", "many")
-    with pytest.raises(UsageError, match="CONVDOCTOR_PLACEMENTS"):
-        wanted_count()
-
-
 def test_the_worker_passes_the_slot_to_its_runner(monkeypatch: pytest.MonkeyPatch) -> None:
     pp = os.environ.get("PYTHONPATH", "")
     monkeypatch.setenv("PYTHONPATH", str(HERE) + (os.pathsep + pp if pp else ""))
@@ -96,7 +85,7 @@ def test_the_worker_passes_the_slot_to_its_runner(monkeypatch: pytest.MonkeyPatc
 
 
 def test_workspace_offsets_give_each_placement_its_own_address() -> None:
-    from convdoctor.tune.gpu.placement import WORKSPACE_STEP, workspace_offsets
+    from convdoctor.measure.placement import WORKSPACE_STEP, workspace_offsets
 
     offs = workspace_offsets(89_621_139, 4)
     assert offs == [0, WORKSPACE_STEP, 2 * WORKSPACE_STEP, 3 * WORKSPACE_STEP]

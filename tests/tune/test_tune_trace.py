@@ -8,8 +8,8 @@ import sys
 
 from tune_fakes import SimBackend, SimCandidate, SimWorld
 
+from convdoctor.measure.timing import cover_for, longer_cover
 from convdoctor.problem import ConvProblem
-from convdoctor.tune.gpu.timing import cover_for, longer_cover
 from convdoctor.tune.harness import Harness, HarnessConfig, file_trace, tune_problem
 
 PROBLEM = ConvProblem.parse("fprop n=32 c=256 h=28 w=28 k=256 r=3 s=3 pad=1")
@@ -95,7 +95,7 @@ def test_cover_grows_only_when_the_host_outran_the_spin() -> None:
 def test_a_spin_grown_by_one_host_stall_shrinks_back() -> None:
     # Session 5: a one-off stall grew wav2vec2 pos_conv's spin to 6-7 ms for the rest of its
     # tuning (0.5 ms kernels). Host times: steady 40 us, one 4 ms stall at sample 10.
-    from convdoctor.tune.gpu.timing import SpinCover
+    from convdoctor.measure.timing import SpinCover
 
     base = cover_for(40e-6)
     c = SpinCover(base, window=4)
@@ -115,7 +115,7 @@ def test_a_spin_grown_by_one_host_stall_shrinks_back() -> None:
 
 
 def test_a_spin_never_shrinks_below_what_recent_samples_needed() -> None:
-    from convdoctor.tune.gpu.timing import SpinCover, shrunk_cover
+    from convdoctor.measure.timing import SpinCover, shrunk_cover
 
     # the host got slower for good (300 us): the spin stays where it covers that
     c = SpinCover(cover_for(40e-6), window=4)

@@ -1,4 +1,4 @@
-"""The workspace guard (`convdoctor.tune.gpu.wsguard`): keep a cuDNN plan's workspace only where the
+"""The workspace guard (`convdoctor.measure.wsguard`): keep a cuDNN plan's workspace only where the
 plan runs at its speed. Synthetic workspaces with known times stand in for GPU buffers here; the
 GPU tests run the real thing (tests/tune_gpu/test_tune_gpu_cuda.py, tests/runtime)."""
 
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import torch
 
+from convdoctor.measure import wsguard
 from convdoctor.problem import ConvProblem
-from convdoctor.tune.gpu import wsguard
 
 
 class Buf:
@@ -99,12 +99,10 @@ def test_the_rejected_workspaces_are_released_after_the_choice() -> None:
 
 
 def test_only_large_workspaces_are_guarded_and_the_switch_turns_it_off(monkeypatch) -> None:
-    monkeypatch.delenv("CONVDOCTOR_WS_GUARD", raising=False)
     assert wsguard.wanted(wsguard.GUARD_MIN_BYTES)
     assert not wsguard.wanted(wsguard.GUARD_MIN_BYTES - 1)
     assert not wsguard.wanted(0)
-    monkeypatch.setenv("CONVDOCTOR_WS_GUARD", "0")
-    assert not wsguard.wanted(1 << 30)
+    assert not wsguard.wanted(1 << 30, enabled=False)
 
 
 # ------------------------------------------------------------------ the runtime's use of it
@@ -132,14 +130,14 @@ class FakePlan:
 @pytest.fixture
 def cpu_stream(monkeypatch):  # noqa: ANN001, ANN201
     """The executors ask for the current CUDA stream's pointer; on the CPU there is none."""
-    from convdoctor.runtime import plans
+    from convdoctor.engines import cudnn_exec as plans
 
     monkeypatch.setattr(plans, "_raw_stream", lambda device: 0)
 
 
 def test_the_runtime_replaces_a_slow_workspace_and_the_plan_adopts_it(monkeypatch,
                                                                      cpu_stream) -> None:
-    from convdoctor.runtime import plans
+    from convdoctor.engines import cudnn_exec as plans
 
     p = ConvProblem.parse("wgrad n=2 c=8 h=9 w=9 k=16 r=3 s=3 dtype=float32 layout=nchw")
     plan = FakePlan(p, wsguard.GUARD_MIN_BYTES)
@@ -150,7 +148,6 @@ def test_the_runtime_replaces_a_slow_workspace_and_the_plan_adopts_it(monkeypatc
         return 720e-6 if plan.runs[-1] == slow else 592e-6
 
     monkeypatch.setattr(wsguard, "time_with", fake_time)
-    monkeypatch.delenv("CONVDOCTOR_WS_GUARD", raising=False)
     ex = plans.PlanExec("cudnn:eng68_k2=0", p, plan, reference_s=590e-6)
     assert ex.guard is not None and ex.guard.replaced and ex.guard.times_s == [720e-6, 592e-6]
     assert ex.workspace.data_ptr() != slow and plan.workspace() is ex.workspace
@@ -161,7 +158,7 @@ def test_the_runtime_replaces_a_slow_workspace_and_the_plan_adopts_it(monkeypatc
 @pytest.mark.parametrize("ref, nbytes", [(None, 1 << 20), (590e-6, 1024)])
 def test_the_runtime_leaves_a_plan_alone_without_a_reference_or_a_small_workspace(
         monkeypatch, cpu_stream, ref: float | None, nbytes: int) -> None:
-    from convdoctor.runtime import plans
+    from convdoctor.engines import cudnn_exec as plans
 
     p = ConvProblem.parse("wgrad n=2 c=8 h=9 w=9 k=16 r=3 s=3 dtype=float32 layout=nchw")
     plan = FakePlan(p, nbytes)
@@ -171,7 +168,7 @@ def test_the_runtime_leaves_a_plan_alone_without_a_reference_or_a_small_workspac
 
 
 def test_a_failing_guard_keeps_the_plan_and_says_why(monkeypatch, cpu_stream) -> None:
-    from convdoctor.runtime import plans
+    from convdoctor.engines import cudnn_exec as plans
 
     p = ConvProblem.parse("wgrad n=2 c=8 h=9 w=9 k=16 r=3 s=3 dtype=float32 layout=nchw")
     plan = FakePlan(p, wsguard.GUARD_MIN_BYTES)
@@ -181,7 +178,6 @@ def test_a_failing_guard_keeps_the_plan_and_says_why(monkeypatch, cpu_stream) ->
         raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
 
     monkeypatch.setattr(wsguard, "time_with", oom)
-    monkeypatch.delenv("CONVDOCTOR_WS_GUARD", raising=False)
     ex = plans.PlanExec("cudnn:eng68_k2=0", p, plan, reference_s=590e-6)
     assert ex.guard is None and ex.workspace is own and plan.workspace() is own
     assert "OutOfMemoryError" in ex.guard_error

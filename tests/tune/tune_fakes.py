@@ -424,7 +424,7 @@ class HangingStepBackend(CrashBackend):
         self.listing_exclude: set[str] = set()
 
     def candidates(self, problem: ConvProblem) -> list[Candidate]:
-        from convdoctor.tune.backend import listing_step
+        from convdoctor.engines.listing import listing_step
 
         keys = ["fake:ok-slow"]
         for i in range(self.setup_steps):  # healthy work before the hang (builds, 0.3 s each)
@@ -482,7 +482,7 @@ class SlowStepsBackend(HangingStepBackend):
     name = "slow-steps"
 
     def candidates(self, problem: ConvProblem) -> list[Candidate]:
-        from convdoctor.tune.backend import listing_step
+        from convdoctor.engines.listing import listing_step
 
         for i in range(100000):
             listing_step("time", f"eng{i % 50}", f"eng{i % 50}_k1={i}")

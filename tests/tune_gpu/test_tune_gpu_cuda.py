@@ -7,9 +7,19 @@ from typing import Any
 
 import pytest
 
+from convdoctor.engines.cudnn_enum import build_plan
+from convdoctor.engines.registry import listed_by
+from convdoctor.kernels import depthwise, fprop, smallc, wgrad
 from convdoctor.problem import ConvProblem
+from convdoctor.settings import Settings
 
 pytestmark = pytest.mark.gpu
+
+
+def torch_candidates(backend, p: ConvProblem) -> list[Any]:  # noqa: ANN001
+    """The backend's candidates of every engine but the cuDNN plans (no enumeration)."""
+    return [c for e in listed_by("cuda") if e.name not in ("cudnn", "cudnn-dual")
+            for c in e.offers(p, backend)]
 
 
 def P(text: str) -> ConvProblem:
@@ -34,21 +44,21 @@ def _kernel_offered_correct_and_timed(backend, text: str, prefix: str, configs: 
     none for the problems in `others`."""
     pytest.importorskip("triton")
     p = P(text)
-    cands = [c for c in backend.torch_candidates(p) if c.key.startswith(prefix)]
+    cands = [c for c in torch_candidates(backend, p) if c.key.startswith(prefix)]
     assert cands and len(cands) == len(configs(p))
     assert all(c.deterministic for c in cands)
     for c in cands:
         _runs_correct_and_times(backend, p, c, 3)
     for other in others:
-        assert not any(c.key.startswith(prefix) for c in backend.torch_candidates(P(other)))
+        assert not any(c.key.startswith(prefix) for c in torch_candidates(backend, P(other)))
 
 
 @pytest.fixture(scope="module")
 def backend():
     pytest.importorskip("cudnn")
-    from convdoctor.tune.gpu.backend import CudaBackend
+    from convdoctor.tune.cuda_backend import CudaBackend
 
-    return CudaBackend(max_extra=4, enum_budget_s=2.0)
+    return CudaBackend(settings=Settings().replace(cudnn_enum_extra=4, cudnn_enum_budget_s=2.0))
 
 
 @pytest.mark.parametrize("text", [
@@ -59,10 +69,9 @@ def backend():
 ])
 def test_default_convplan_is_correct(backend, text: str) -> None:
     from convdoctor.tune.backend import Candidate
-    from convdoctor.tune.gpu.cudnn_plan import ConvPlan
 
     p = P(text)
-    plan = ConvPlan.build(p)
+    plan = build_plan(p)
     runner = backend.prepare(p, Candidate(plan.key, "cuda", plan.workspace_bytes))
     runner.warmup()
     c = runner.check()
@@ -94,10 +103,10 @@ def test_candidates_and_strict_filter(backend) -> None:
 
 def test_torch_paths_benchmark_here_heuristic_in_child(backend) -> None:
     from convdoctor.tune.backend import CandidateUnsupported
-    from convdoctor.tune.gpu.backend import CudaBackend
+    from convdoctor.tune.cuda_backend import CudaBackend
 
     p = P("wgrad n=4 c=16 h=12 w=12 k=16 r=3 s=3 pad=1 dtype=float16 layout=nhwc")
-    by = {c.key: c for c in backend.torch_candidates(p)}
+    by = {c.key: c for c in torch_candidates(backend, p)}
     for key in ("torch:benchmark", "torch:heuristic", "torch:cudnn-off"):
         r = backend.prepare(p, by[key])
         r.warmup()
@@ -106,7 +115,7 @@ def test_torch_paths_benchmark_here_heuristic_in_child(backend) -> None:
         assert all(t > 0 for t in r.time(3))
         r.close()
     # in one process, the second torch cuDNN mode would reuse the first one's cached choice
-    solo = CudaBackend(enumerate_engines=False, isolate_heuristic=False)
+    solo = CudaBackend(settings=Settings().replace(cudnn_enum=False), isolate_heuristic=False)
     with pytest.raises(CandidateUnsupported, match="fresh worker"):
         solo.prepare(p, by["torch:heuristic"])
 
@@ -114,7 +123,7 @@ def test_torch_paths_benchmark_here_heuristic_in_child(backend) -> None:
 def test_timer_batches_microsecond_kernels_and_hides_launch_latency() -> None:
     import torch
 
-    from convdoctor.tune.gpu.timing import LaunchTimer
+    from convdoctor.measure.timing import LaunchTimer
 
     x = torch.randn(1, 8, 8, 8, device="cuda")
     w = torch.randn(8, 8, 3, 3, device="cuda")
@@ -135,7 +144,7 @@ def test_timer_retakes_a_sample_the_host_outran() -> None:
 
     import torch
 
-    from convdoctor.tune.gpu.timing import LaunchTimer
+    from convdoctor.measure.timing import LaunchTimer
 
     a = torch.randn(1 << 20, device="cuda")
     calls = [0]
@@ -170,7 +179,7 @@ def test_layout_candidate_converts_in_and_back(backend, text: str) -> None:
     import torch
 
     p = P(text)
-    by = {c.key: c for c in backend.torch_candidates(p)}
+    by = {c.key: c for c in torch_candidates(backend, p)}
     r = backend.prepare(p, by["torch:heuristic+nhwc"])
     r.warmup()
     c = r.check()
@@ -181,7 +190,7 @@ def test_layout_candidate_converts_in_and_back(backend, text: str) -> None:
     assert all(t > 0 for t in r.time(3))
     r.close()
     nhwc = P(text + " layout=nhwc") if "layout" not in text else p
-    assert "torch:heuristic+nhwc" not in {c.key for c in backend.torch_candidates(nhwc)}
+    assert "torch:heuristic+nhwc" not in {c.key for c in torch_candidates(backend, nhwc)}
 
 
 @pytest.mark.parametrize("text", [
@@ -199,7 +208,7 @@ def test_gemm_candidate_is_correct(backend, text: str) -> None:
     import torch
 
     p = P(text)
-    by = {c.key: c for c in backend.torch_candidates(p)}
+    by = {c.key: c for c in torch_candidates(backend, p)}
     r = backend.prepare(p, by["torch:gemm"])
     r.warmup()
     c = r.check()
@@ -213,7 +222,7 @@ def test_gemm_candidate_is_correct(backend, text: str) -> None:
     r.close()
     for other in ("fprop n=2 c=8 h=7 w=7 k=4 r=3 s=3 pad=1", "fprop n=2 c=8 h=7 w=7 k=4 r=1 s=1 "
                   "pad=1", "fprop n=2 c=8 h=7 w=7 k=8 r=1 s=1 groups=2"):
-        assert "torch:gemm" not in {c.key for c in backend.torch_candidates(P(other))}
+        assert "torch:gemm" not in {c.key for c in torch_candidates(backend, P(other))}
 
 
 def test_tuning_problem_after_problem_keeps_no_memory(backend) -> None:
@@ -221,7 +230,8 @@ def test_tuning_problem_after_problem_keeps_no_memory(backend) -> None:
     the fix the H100 ran out of memory after a few problems and later ones got no winner)."""
     import torch
 
-    from convdoctor.tune.gpu import cudnn_plan, policy
+    from convdoctor.engines import cudnn_enum as cudnn_plan
+    from convdoctor.engines import cudnn_policy as policy
     from convdoctor.tune.harness import tune_problem
 
     probs = [P("fprop n=16 c=64 h=56 w=56 k=64 r=3 s=3 pad=1"),
@@ -255,7 +265,7 @@ def test_tuning_problem_after_problem_keeps_no_memory(backend) -> None:
     "wgrad n=4 c=16 h=12 w=12 k=32 r=3 s=3 pad=1 dtype=bfloat16 layout=nhwc",
 ])
 def test_runners_of_a_problem_share_rotating_placements(backend, text: str) -> None:
-    from convdoctor.tune.gpu.placement import DEFAULT_COUNT
+    from convdoctor.measure.placement import DEFAULT_COUNT
 
     p = P(text)
     cands = backend.candidates(p)
@@ -281,7 +291,7 @@ def test_runners_of_a_problem_share_rotating_placements(backend, text: str) -> N
 
 
 def test_a_plan_runner_rotates_its_workspace_address_with_the_placement(backend) -> None:
-    from convdoctor.tune.gpu.placement import DEFAULT_COUNT, WORKSPACE_STEP
+    from convdoctor.measure.placement import DEFAULT_COUNT, WORKSPACE_STEP
 
     p = P("fprop n=8 c=512 k=512 w=3199 s=3 stride=2 dtype=float32 math=tf32")
     cands = backend.candidates(p)
@@ -306,7 +316,7 @@ WS_PROBLEM = "wgrad n=8 c=64 h=56 w=56 k=64 r=3 s=3 pad=1 dtype=float32 math=tf3
 
 
 def _guarded_plan(backend, p: ConvProblem):  # noqa: ANN202, ANN001
-    from convdoctor.tune.gpu import wsguard
+    from convdoctor.measure import wsguard
 
     cands = backend.candidates(p)
     c = next((c for c in cands if c.key.startswith("cudnn:")
@@ -322,7 +332,7 @@ def test_a_plan_runner_guards_each_slot_workspace_gpu(backend, monkeypatch) -> N
     `optimize` does. With the tolerance
     below zero every workspace counts as slow, so each slot tries `TRIES` and keeps the fastest
     - the replacing path runs for real, and the plan stays correct on what it kept."""
-    from convdoctor.tune.gpu import wsguard
+    from convdoctor.measure import wsguard
 
     monkeypatch.delenv("CONVDOCTOR_WS_GUARD", raising=False)
     p = P(WS_PROBLEM)
@@ -376,14 +386,14 @@ def test_the_runtime_plan_guards_its_workspace_gpu(monkeypatch) -> None:
     meet makes it try `TRIES` workspaces, adopt the fastest, and still compute the gradient."""
     import torch
 
-    from convdoctor.runtime.plans import PlanExec
-    from convdoctor.tune.gpu import wsguard
-    from convdoctor.tune.gpu.backend import CudaBackend
+    from convdoctor.engines.cudnn_exec import PlanExec
+    from convdoctor.measure import wsguard
+    from convdoctor.tune.cuda_backend import CudaBackend
 
     pytest.importorskip("cudnn")
     monkeypatch.delenv("CONVDOCTOR_WS_GUARD", raising=False)
     p = P(WS_PROBLEM)
-    c = _guarded_plan(CudaBackend(max_extra=0, enum_budget_s=1.0), p)
+    c = _guarded_plan(CudaBackend(settings=Settings().replace(cudnn_enum_extra=0, cudnn_enum_budget_s=1.0)), p)
     ex = PlanExec.build(c.key, p, reference_s=10.0)
     assert ex.guard is not None and not ex.guard.replaced and len(ex.guard.times_s) == 1
     ex = PlanExec.build(c.key, p, reference_s=1e-9)
@@ -408,9 +418,10 @@ def test_the_runtime_dual_plan_guards_its_workspace_with_the_transform_gpu(monke
     import torch
     import torch.nn.functional as F  # noqa: N812
 
-    from convdoctor.runtime.plans import DualPlanExec
-    from convdoctor.tune.gpu import policy, wsguard
-    from convdoctor.tune.gpu.cudnn_plan import ConvPlan, enumerate_plans
+    from convdoctor.engines import cudnn_policy as policy
+    from convdoctor.engines.cudnn_enum import enumerate_plans
+    from convdoctor.engines.cudnn_exec import DualPlanExec
+    from convdoctor.measure import wsguard
 
     pytest.importorskip("cudnn")
     monkeypatch.delenv("CONVDOCTOR_WS_GUARD", raising=False)
@@ -421,7 +432,7 @@ def test_the_runtime_dual_plan_guards_its_workspace_with_the_transform_gpu(monke
     info = next((i for i in en.built() if i.workspace_bytes >= wsguard.GUARD_MIN_BYTES), None)
     if info is None:
         pytest.skip("no dual plan with a workspace of >= 1 MiB here")
-    plan = ConvPlan.build(dual, info.name)
+    plan = build_plan(dual, info.name)
     ex = DualPlanExec(policy.dual_key(info.name), p, plan, reference_s=1e-9)
     g = ex.guard
     assert g is not None and not ex.guard_error and len(g.times_s) == wsguard.TRIES
@@ -456,9 +467,10 @@ def test_refinement_learns_knob_numbers_and_its_plans_rebuild_by_name(backend) -
     convolution correctly."""
     import torch
 
+    from convdoctor.engines import cudnn_enum as cp
+    from convdoctor.engines import cudnn_policy as policy
+    from convdoctor.engines import cudnn_refine as refine
     from convdoctor.tune.backend import Candidate
-    from convdoctor.tune.gpu import cudnn_plan as cp
-    from convdoctor.tune.gpu import policy, refine
 
     p = P("fprop n=32 c=256 h=14 w=14 k=256 r=3 s=3 pad=1 dtype=float32 math=tf32")
     backend.release(p)
@@ -476,7 +488,7 @@ def test_refinement_learns_knob_numbers_and_its_plans_rebuild_by_name(backend) -
     names = [i.name for i in res.plans]
     cp.clear_cache()
     for name in names:
-        plan = cp.ConvPlan.build(p, name)
+        plan = cp.build_plan(p, name)
         assert policy.parse_plan_name(plan.name) == policy.parse_plan_name(name)
         r = backend.prepare(p, Candidate(plan.key, "cuda", plan.workspace_bytes))
         r.warmup()
@@ -497,14 +509,13 @@ def test_refinement_learns_knob_numbers_and_its_plans_rebuild_by_name(backend) -
 def test_dual_plan_runner_is_correct(backend, text: str) -> None:
     """A `cudnn-dual:` candidate (the dual problem's plan, the weight transformed inside the run)
     passes the float64 check with a poisoned output, and times."""
+    from convdoctor.engines import cudnn_policy as policy
     from convdoctor.tune.backend import Candidate
-    from convdoctor.tune.gpu import policy
-    from convdoctor.tune.gpu.cudnn_plan import ConvPlan
 
     p = P(text)
     dual = policy.dual_problem(p)
     assert dual is not None
-    plan = ConvPlan.build(dual)
+    plan = build_plan(dual)
     _runs_correct_and_times(backend, p, Candidate(policy.dual_key(plan.name), "cuda",
                                                   plan.workspace_bytes), 5)
 
@@ -512,8 +523,8 @@ def test_dual_plan_runner_is_correct(backend, text: str) -> None:
 def test_listing_offers_dual_plans_that_run(backend, monkeypatch) -> None:
     """The full listing of a stride-1 depthwise dgrad records its dual listing; the dual plans it
     offers (a band wide enough that some are) build by name and are correct."""
-    from convdoctor.tune.gpu import backend as gb
-    from convdoctor.tune.gpu import policy
+    from convdoctor.engines import cudnn_policy as policy
+    from convdoctor.tune import cuda_backend as gb
 
     monkeypatch.setattr(gb, "DUAL_BAND", 10.0)
     p = P("dgrad n=8 c=96 h=28 w=28 k=96 r=3 s=3 pad=1 groups=96 dtype=float32")
@@ -544,16 +555,15 @@ def test_triton_depthwise_candidates_are_listed_correct_and_timed(backend, text:
     """The depthwise kernel's configurations are offered for depthwise fprop/dgrad, each passes
     the float64 check with a poisoned output, and times; wgrad gets none."""
     pytest.importorskip("triton")
-    from convdoctor.tune.gpu import policy
 
     p = P(text)
-    keys = [c.key for c in backend.torch_candidates(p) if c.key.startswith(policy.TRITON_PREFIX)]
-    assert keys and len(keys) == len(policy.triton_dw_configs(p))
-    for c in backend.torch_candidates(p):
-        if c.key.startswith(policy.TRITON_PREFIX):
+    keys = [c.key for c in torch_candidates(backend, p) if c.key.startswith(depthwise.PREFIX)]
+    assert keys and len(keys) == len(depthwise.offered(p))
+    for c in torch_candidates(backend, p):
+        if c.key.startswith(depthwise.PREFIX):
             _runs_correct_and_times(backend, p, c, 3)
     w = P(text.replace("fprop", "wgrad").replace("dgrad", "wgrad"))
-    assert not any(c.key.startswith(policy.TRITON_PREFIX) for c in backend.torch_candidates(w))
+    assert not any(c.key.startswith(depthwise.PREFIX) for c in torch_candidates(backend, w))
 
 
 @pytest.mark.parametrize("text", [
@@ -567,13 +577,11 @@ def test_triton_wgrad_candidates_are_listed_correct_and_timed(backend, text: str
     """The wgrad kernel's configurations are offered for ungrouped wgrad with a small weight, each
     passes the float64 check with a poisoned output (TF32 only where allowed), and times; fprop,
     dgrad and a grouped wgrad get none."""
-    from convdoctor.tune.gpu import policy
-
     others = [text.replace("wgrad", "fprop"), text.replace("wgrad", "dgrad")]
     if P(text).c % 2 == 0:
         others.append(text.replace("k=", "groups=2 k="))
-    _kernel_offered_correct_and_timed(backend, text, policy.TRITON_WG_PREFIX,
-                                      policy.triton_wg_configs, others)
+    _kernel_offered_correct_and_timed(backend, text, wgrad.PREFIX,
+                                      wgrad.offered, others)
 
 
 @pytest.mark.parametrize("text", [
@@ -586,14 +594,12 @@ def test_triton_forward_candidates_are_listed_correct_and_timed(backend, text: s
     """The forward kernel's configurations are offered for ungrouped fp32 1D/2D fprop, each passes
     the float64 check with a poisoned output (TF32 only where allowed), and times; dgrad, wgrad,
     fp16 and grouped problems get none."""
-    from convdoctor.tune.gpu import policy
-
     others = [text.replace("fprop", "dgrad"), text.replace("fprop", "wgrad"),
               text.replace("float32", "float16")]
     if P(text).c % 2 == 0 and P(text).k % 2 == 0:
         others.append(text.replace("k=", "groups=2 k="))
-    _kernel_offered_correct_and_timed(backend, text, policy.TRITON_FP_PREFIX,
-                                      policy.triton_fp_configs, others)
+    _kernel_offered_correct_and_timed(backend, text, fprop.PREFIX,
+                                      fprop.offered, others)
 
 
 @pytest.mark.parametrize("text", [
@@ -606,10 +612,8 @@ def test_triton_small_c_dgrad_candidates_are_listed_correct_and_timed(backend, t
     """The small-C dgrad kernel's configurations (sub-pixel ones only where strided) are offered
     for ungrouped dgrad with at most 4 input channels, each passes the float64 check with a
     poisoned output, and times; fprop, wgrad and a 5-channel dgrad get none."""
-    from convdoctor.tune.gpu import policy
-
     _kernel_offered_correct_and_timed(
-        backend, text, policy.TRITON_SC_PREFIX, policy.triton_sc_configs,
+        backend, text, smallc.PREFIX, smallc.offered,
         [text.replace("dgrad", "fprop"), text.replace("dgrad", "wgrad"),
          text.replace(" c=1 ", " c=5 ").replace(" c=3 ", " c=5 ")])
 
@@ -625,6 +629,6 @@ def test_im2col_candidate_is_listed_correct_and_timed(backend, text: str) -> Non
     """`torch:im2col` is offered for grouped layers, passes the float64 check with a poisoned
     output, and times."""
     p = P(text)
-    c = next(c for c in backend.torch_candidates(p) if c.key == "torch:im2col")
+    c = next(c for c in torch_candidates(backend, p) if c.key == "torch:im2col")
     assert c.workspace_bytes > 0
     _runs_correct_and_times(backend, p, c, 3)

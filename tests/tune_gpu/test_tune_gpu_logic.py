@@ -10,9 +10,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from convdoctor.engines import cudnn_policy as policy
+from convdoctor.engines.torch_ops import reference_cuda as reference
+from convdoctor.engines.torch_ops import torch_conv
+from convdoctor.measure import buffers, correctness, nvml, roofline, timing
+from convdoctor.measure.correctness import compare_norm as compare
 from convdoctor.problem import ConvProblem
-from convdoctor.tune.gpu import nvml, policy, roofline, timing
-from convdoctor.tune.gpu.backend import compare, reference, torch_conv
 
 
 def P(text: str) -> ConvProblem:
@@ -26,23 +29,23 @@ def P(text: str) -> ConvProblem:
 def test_packed_strides_match_torch_memory_formats(shape, fmt) -> None:
     layout = "nchw" if fmt == torch.contiguous_format else "nhwc"
     want = torch.empty(shape).contiguous(memory_format=fmt).stride()
-    assert policy.packed_strides(shape, layout) == want
+    assert buffers.packed_strides(shape, layout) == want
 
 
 def test_1d_nhwc_strides_are_a_permuted_nwc_tensor() -> None:
     p = P("fprop n=2 c=3 w=10 k=4 s=3 layout=nhwc")
     nwc = torch.empty(2, 10, 3).permute(0, 2, 1)
-    assert policy.logical_strides(p, "x") == nwc.stride()
+    assert buffers.logical_strides(p, "x") == nwc.stride()
     dims, strides = policy.cudnn_dims_strides(p, "x")
     assert dims == [2, 3, 1, 10] and strides[0] == 30 and strides[1] == 1 and strides[3] == 3
 
 
 def test_io_roles() -> None:
-    assert policy.io_roles("fprop") == (("x", "w"), "y")
-    assert policy.io_roles("dgrad") == (("dy", "w"), "dx")
-    assert policy.io_roles("wgrad") == (("x", "dy"), "dw")
+    assert buffers.io_roles("fprop") == (("x", "w"), "y")
+    assert buffers.io_roles("dgrad") == (("dy", "w"), "dx")
+    assert buffers.io_roles("wgrad") == (("x", "dy"), "dw")
     with pytest.raises(ValueError):
-        policy.io_roles("bprop")
+        buffers.io_roles("bprop")
 
 
 # ---------------------------------------------------------------- names, dedupe, knobs
@@ -79,25 +82,25 @@ def test_knob_combinations_limit_and_first_is_all_minimum() -> None:
 # ---------------------------------------------------------------- tolerances
 def test_tolerance_table_per_dtype_and_math() -> None:
     base = "n=1 c=4 h=8 w=8 k=4 r=3 s=3 pad=1"
-    assert policy.tolerance(P(f"fprop {base} dtype=float32 math=strict")) == pytest.approx(1e-5)
-    assert policy.tolerance(P(f"fprop {base} dtype=float32 math=tf32")) == pytest.approx(5e-3)
-    assert policy.tolerance(P(f"fprop {base} dtype=float16")) == pytest.approx(5e-3)
-    assert policy.tolerance(P(f"fprop {base} dtype=bfloat16")) == pytest.approx(2e-2)
+    assert correctness.tolerance(P(f"fprop {base} dtype=float32 math=strict")) == pytest.approx(1e-5)
+    assert correctness.tolerance(P(f"fprop {base} dtype=float32 math=tf32")) == pytest.approx(5e-3)
+    assert correctness.tolerance(P(f"fprop {base} dtype=float16")) == pytest.approx(5e-3)
+    assert correctness.tolerance(P(f"fprop {base} dtype=bfloat16")) == pytest.approx(2e-2)
 
 
 def test_strict_tolerance_grows_with_long_reductions_only() -> None:
     mid = P("wgrad n=8 c=8 h=28 w=28 k=8 r=3 s=3 pad=1 dtype=float32 math=strict")
-    red = policy.reduction_length(mid)
+    red = correctness.reduction_length(mid)
     assert red == 8 * 28 * 28
-    assert policy.tolerance(mid) == pytest.approx(4 * math.sqrt(red) * 2.0 ** -24)
+    assert correctness.tolerance(mid) == pytest.approx(4 * math.sqrt(red) * 2.0 ** -24)
     big = P("wgrad n=64 c=8 h=112 w=112 k=8 r=3 s=3 pad=1 dtype=float32 math=strict")
-    assert policy.tolerance(big) == pytest.approx(5e-5)  # capped: TF32 errors (>=2e-4) still fail
+    assert correctness.tolerance(big) == pytest.approx(5e-5)  # capped: TF32 errors (>=2e-4) still fail
 
 
 def test_rel_error_zero_reference() -> None:
-    assert policy.rel_error(0.0, 0.0) == 0.0
-    assert policy.rel_error(1.0, 0.0) == math.inf
-    assert policy.rel_error(1.0, 4.0) == 0.25
+    assert correctness.rel_error(0.0, 0.0) == 0.0
+    assert correctness.rel_error(1.0, 0.0) == math.inf
+    assert correctness.rel_error(1.0, 4.0) == 0.25
 
 
 # ---------------------------------------------------------------- torch direction mapping (CPU)
@@ -246,7 +249,8 @@ def test_package_imports_no_torch_or_cudnn() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, convdoctor.tune.gpu, convdoctor.tune.gpu.policy; "
+    code = ("import sys, convdoctor.engines.registry, convdoctor.tune.cuda_backend, "
+            "convdoctor.measure.timing, convdoctor.measure.placement; "
             "print('torch' in sys.modules, 'cudnn' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
@@ -262,9 +266,9 @@ def test_heuristic_child_worker_spec_resolves() -> None:
     from convdoctor.errors import ConvdoctorError
     from convdoctor.tune.worker import WorkerBackend
 
-    mod, _, attr = "convdoctor.tune.gpu.backend:in_process_backend".partition(":")
+    mod, _, attr = "convdoctor.tune.cuda_backend:in_process_backend".partition(":")
     assert callable(getattr(importlib.import_module(mod), attr))
     if torch.cuda.is_available():
         pytest.skip("GPU present: covered by the gpu tests")
     with pytest.raises(ConvdoctorError, match="did not start.*CUDA"):
-        WorkerBackend("convdoctor.tune.gpu.backend:in_process_backend", startup_timeout_s=60)
+        WorkerBackend("convdoctor.tune.cuda_backend:in_process_backend", startup_timeout_s=60)

@@ -7,8 +7,10 @@ import sys
 import pytest
 import tune_gpu_fakes as fk
 
+from convdoctor.engines import cudnn_enum as cudnn_plan
+from convdoctor.engines import cudnn_graph
+from convdoctor.engines import cudnn_policy as policy
 from convdoctor.problem import ConvProblem
-from convdoctor.tune.gpu import cudnn_plan, policy
 
 
 @pytest.fixture(autouse=True)
@@ -94,33 +96,33 @@ def test_enumerated_engine_without_heuristic_notes_is_probed() -> None:
 
 
 def test_build_default_is_first_buildable_heuristic_plan() -> None:
-    plan = cudnn_plan.ConvPlan.build(P(f"fprop {BASE} dtype=float32 math=strict"), handle=1,
+    plan = cudnn_plan.build_plan(P(f"fprop {BASE} dtype=float32 math=strict"), handle=1,
                                      device=0)
     assert plan.name == "eng1" and plan.key == "cudnn:eng1" and plan.source == "A"
 
 
 def test_build_by_name_finds_mode_b_and_enumerated_plans_and_caches() -> None:
     p = P(f"dgrad {BASE} dtype=float16")
-    b = cudnn_plan.ConvPlan.build(p, "eng4_k2=0_k24=0", handle=1, device=0)
+    b = cudnn_plan.build_plan(p, "eng4_k2=0_k24=0", handle=1, device=0)
     assert b.source == "B" and b.workspace_bytes == 64
-    assert cudnn_plan.ConvPlan.build(p, "eng4_k2=0_k24=0", handle=1, device=0) is b
-    e = cudnn_plan.ConvPlan.build(p, "eng4_k2=3_k24=1", handle=1, device=0)
+    assert cudnn_plan.build_plan(p, "eng4_k2=0_k24=0", handle=1, device=0) is b
+    e = cudnn_plan.build_plan(p, "eng4_k2=3_k24=1", handle=1, device=0)
     assert e.source == "enum"
 
 
 def test_build_errors_are_specific() -> None:
     p = P(f"fprop {BASE} dtype=float32 math=strict")
     with pytest.raises(ValueError):
-        cudnn_plan.ConvPlan.build(p, "not-a-plan", handle=1, device=0)
+        cudnn_plan.build_plan(p, "not-a-plan", handle=1, device=0)
     with pytest.raises(LookupError):
-        cudnn_plan.ConvPlan.build(p, "eng1_k99=5", handle=1, device=0)
+        cudnn_plan.build_plan(p, "eng1_k99=5", handle=1, device=0)
     with pytest.raises(RuntimeError, match="does not build"):
-        cudnn_plan.ConvPlan.build(p, "eng0_k2=1", handle=1, device=0)  # TF32 engine, strict
+        cudnn_plan.build_plan(p, "eng0_k2=1", handle=1, device=0)  # TF32 engine, strict
 
 
 def test_graph_gets_cudnn_dims_strides_and_asymmetric_padding_1d_nhwc() -> None:
     p = P("wgrad n=2 c=4 w=50 k=6 s=5 stride=2 pad_pre=1 pad_post=3 dtype=bfloat16 layout=nhwc")
-    plan = cudnn_plan.ConvPlan.build(p, handle=1, device=0)
+    plan = cudnn_plan.build_plan(p, handle=1, device=0)
     op = plan._g.graph.op
     assert op["kind"] == "wgrad"
     assert op["pre_padding"] == [0, 1] and op["post_padding"] == [0, 3]
@@ -134,7 +136,7 @@ def test_graph_gets_cudnn_dims_strides_and_asymmetric_padding_1d_nhwc() -> None:
 
 def test_execute_by_role_and_positional_passes_the_right_tensors() -> None:
     p = P(f"dgrad {BASE} dtype=float16")
-    plan = cudnn_plan.ConvPlan.build(p, "eng1", handle=1, device=0)
+    plan = cudnn_plan.build_plan(p, "eng1", handle=1, device=0)
     plan._workspace = "WS"
     dy, w, dx = object(), object(), object()
     plan.execute({"dy": dy, "w": w}, dx, check=False)
@@ -159,7 +161,7 @@ class _Buf:
 
 def test_launch_passes_device_pointers_and_one_handle_per_stream() -> None:
     p = P(f"fprop {BASE} dtype=float16")
-    plan = cudnn_plan.ConvPlan.build(p, "eng1", handle=1, device=0)
+    plan = cudnn_plan.build_plan(p, "eng1", handle=1, device=0)
     x, w, y, ws = _Buf(0x100), _Buf(0x200), _Buf(0x300), _Buf(0x400)
     plan.launch(x, w, y, ws, 77)
     plan.launch(x, w, y, ws, 77)
@@ -170,12 +172,12 @@ def test_launch_passes_device_pointers_and_one_handle_per_stream() -> None:
     assert [r[1] for r in runs] == [0x400] * 3 and {r[2] for r in runs} == {plan.index}
     # a handle bound to each stream, made once per stream
     assert set(plan._stream_handles) == {77, 88}
-    assert cudnn_plan._HANDLES[(0, 77)] is plan._stream_handles[77]
+    assert cudnn_graph._HANDLES[(0, 77)] is plan._stream_handles[77]
 
 
 def test_launch_falls_back_to_tensors_once_when_the_frontend_wants_dlpack() -> None:
     p = P(f"fprop {BASE} dtype=float16")
-    plan = cudnn_plan.ConvPlan.build(p, "eng1", handle=1, device=0)
+    plan = cudnn_plan.build_plan(p, "eng1", handle=1, device=0)
     graph = plan._g.graph
     real = graph.execute_plan_at_index
     calls: list[str] = []
@@ -198,7 +200,7 @@ def test_launch_falls_back_to_tensors_once_when_the_frontend_wants_dlpack() -> N
 
 def test_launch_does_not_hide_a_failure_once_pointers_worked() -> None:
     p = P(f"fprop {BASE} dtype=float16")
-    plan = cudnn_plan.ConvPlan.build(p, "eng1", handle=1, device=0)
+    plan = cudnn_plan.build_plan(p, "eng1", handle=1, device=0)
     x, w, y, ws = _Buf(1), _Buf(2), _Buf(3), _Buf(4)
     plan.launch(x, w, y, ws, 5)
 
@@ -214,7 +216,7 @@ def test_a_first_call_failure_does_not_pin_the_slower_tensor_path() -> None:
     """A real cuDNN failure on the very first call fails both forms: it is raised, and the next
     call tries device pointers again (it does not stay on tensors for good)."""
     p = P(f"fprop {BASE} dtype=float16")
-    plan = cudnn_plan.ConvPlan.build(p, "eng1", handle=1, device=0)
+    plan = cudnn_plan.build_plan(p, "eng1", handle=1, device=0)
     graph = plan._g.graph
     real = graph.execute_plan_at_index
     calls: list[str] = []
@@ -249,37 +251,31 @@ def test_policy_filter_matches_pytorch_rule() -> None:
 
 
 def test_backend_candidates_cap_keeps_rank_order_and_marks_determinism(monkeypatch) -> None:
-    from convdoctor.tune.gpu import backend as gb
-
-    be = object.__new__(gb.CudaBackend)
-    be.device, be.enumerate_engines, be.max_extra, be.enum_budget_s = 0, True, 8, 1.0
-    be.cudnn_error, be.max_plans, be.refine, be.dual = "", 0, False, True
+    be = fk.listing_backend(enumerate_engines=True, max_extra=8, enum_budget_s=1.0, refine=False,
+                            dual=True)
     en = cudnn_plan.enumerate_plans(P(f"fprop {BASE} dtype=float16"), device=0, handle=1,
                                     max_extra=4)
     monkeypatch.setattr(cudnn_plan, "enumerate_plans", lambda *a, **k: en)
-    cands = be.cudnn_candidates(P(f"fprop {BASE} dtype=float16"))
+    cands = fk.cudnn_candidates(be, P(f"fprop {BASE} dtype=float16"))
     assert [c.key for c in cands] == [policy.cudnn_key(p.name) for p in en.built()]
     # no refinement, no quick times of the problem's own plans: no dual plan is offered
     assert "skipped" in be.listing_info()["dual"]
     by = {c.key: c for c in cands}
     assert not by["cudnn:eng2_k17=0"].deterministic and by["cudnn:eng1"].deterministic
     assert "tensor_core" in by["cudnn:eng0_k2=1"].notes
-    be.max_plans = 4
-    capped = [c.key for c in be.cudnn_candidates(P(f"fprop {BASE} dtype=float16"))]
+    be.settings = be.settings.replace(cudnn_max_plans=4)
+    capped = [c.key for c in fk.cudnn_candidates(be, P(f"fprop {BASE} dtype=float16"))]
     assert capped == ["cudnn:eng0_k2=1", "cudnn:eng1", "cudnn:eng2_k17=0", "cudnn:eng0_k2=0"]
 
 
 def _dual_backend(monkeypatch: pytest.MonkeyPatch, quick: dict[str, dict[str, float]]):
     """A CudaBackend over the fake cudnn whose refinement 'times' plans from `quick` (by the
     problem's direction) and allocates nothing."""
-    from convdoctor.tune.gpu import backend as gb
-    from convdoctor.tune.gpu import placement, refine
+    from convdoctor.engines import cudnn_refine as refine
+    from convdoctor.measure import placement
 
-    be = object.__new__(gb.CudaBackend)
-    be.device, be.enumerate_engines, be.max_extra, be.enum_budget_s = 0, False, 0, 1.0
-    be.cudnn_error, be.max_plans, be.refine, be.refine_budget_s = "", 0, True, 6.0
-    be.refine_args, be.dual, be._placements = {}, True, None
-    be.listing_exclude, be.listing_exclude_why = set(), {}
+    be = fk.listing_backend(enumerate_engines=False, max_extra=0, enum_budget_s=1.0,
+                            refine_budget_s=6.0, dual=True)
     budgets: dict[str, float] = {}
 
     def fake_refine(problem, en, timer, *, budget_s, **kw):
@@ -298,18 +294,18 @@ def _dual_backend(monkeypatch: pytest.MonkeyPatch, quick: dict[str, dict[str, fl
 
 
 def test_dual_plans_offered_within_the_band_with_their_weight_as_workspace(monkeypatch) -> None:
-    from convdoctor.tune import backend as tb
+    from convdoctor.engines import listing
 
     p = P(f"dgrad {BASE} dtype=float32")  # stride 1: its dual is a forward convolution
     be, budgets = _dual_backend(monkeypatch, {
         "dgrad": {"eng1": 100.0, "eng0_k2=1": 130.0},
         "fprop": {"eng0_k2=1": 95.0, "eng1": 109.0, "eng2_k17=0": 104.0}})
     units: list[str] = []
-    old = tb.set_step_sink(lambda kind, unit, name: units.append(unit))
+    old = listing.set_step_sink(lambda kind, unit, name: units.append(unit))
     try:
-        cands = be.cudnn_candidates(p)
+        cands = fk.cudnn_candidates(be, p)
     finally:
-        tb.set_step_sink(old)
+        listing.set_step_sink(old)
     duals = [c for c in cands if c.key.startswith(policy.DUAL_PREFIX)]
     # the band is 10% of the fastest of either kind (95 us): 95 and 104 in, 109 out
     assert [c.key for c in duals] == ["cudnn-dual:eng0_k2=1", "cudnn-dual:eng2_k17=0"]
@@ -330,17 +326,17 @@ def test_a_dual_engine_that_hung_is_left_out_of_the_dual_listing_only(monkeypatc
                                         "fprop": {"eng0_k2=1": 95.0, "eng1": 96.0}})
     be.listing_exclude = {"dual:eng0"}
     be.listing_exclude_why = {"dual:eng0": "hung while listing"}
-    keys = [c.key for c in be.cudnn_candidates(p)]
+    keys = [c.key for c in fk.cudnn_candidates(be, p)]
     assert "cudnn:eng0_k2=1" in keys            # the problem's own eng0 is untouched
     assert "cudnn-dual:eng1" in keys and not any(k.startswith("cudnn-dual:eng0") for k in keys)
     assert be.listing_info()["left_out"] == ["dual:eng0"]
 
 
 def test_pick_dual() -> None:
-    from convdoctor.tune.gpu import backend as gb
+    from convdoctor.engines import cudnn_dual
 
     quick = {f"eng{i}": 100.0 + i for i in range(10)}
-    assert gb.pick_dual(quick, {"x": 100.0}, set(quick)) == [f"eng{i}" for i in range(6)]
-    assert gb.pick_dual(quick, {"x": 50.0}, set(quick)) == []          # the own plan is far ahead
-    assert gb.pick_dual(quick, {}, set(quick)) == []                   # nothing to compare with
-    assert gb.pick_dual(quick, {"x": 100.0}, {"eng3"}) == ["eng3"]    # only plans that built
+    assert cudnn_dual.pick_dual(quick, {"x": 100.0}, set(quick)) == [f"eng{i}" for i in range(6)]
+    assert cudnn_dual.pick_dual(quick, {"x": 50.0}, set(quick)) == []          # the own plan is far ahead
+    assert cudnn_dual.pick_dual(quick, {}, set(quick)) == []                   # nothing to compare with
+    assert cudnn_dual.pick_dual(quick, {"x": 100.0}, {"eng3"}) == ["eng3"]    # only plans that built

@@ -9,8 +9,11 @@ from typing import Any
 import pytest
 import tune_gpu_fakes as fk
 
+from convdoctor.engines import cudnn_enum as cudnn_plan
+from convdoctor.engines import cudnn_graph
+from convdoctor.engines import cudnn_policy as policy
+from convdoctor.engines import cudnn_refine as refine
 from convdoctor.problem import ConvProblem
-from convdoctor.tune.gpu import cudnn_plan, policy, refine
 
 
 @pytest.fixture(autouse=True)
@@ -128,10 +131,10 @@ def test_knob_numbers_by_name_follow_the_backend_enum() -> None:
 
 def test_build_by_name_reaches_a_setting_the_bounded_enumeration_skips() -> None:
     # engine 2's knob 17 runs 0..8: the bounded search tries 0, 4, 8 only
-    plan = cudnn_plan.ConvPlan.build(PROBLEM, "eng2_k17=5", handle=1, device=0)
+    plan = cudnn_plan.build_plan(PROBLEM, "eng2_k17=5", handle=1, device=0)
     assert plan.name == "eng2_k17=5"
     with pytest.raises((LookupError, RuntimeError)):
-        cudnn_plan.ConvPlan.build(PROBLEM, "eng2_k17=9", handle=1, device=0)  # out of range
+        cudnn_plan.build_plan(PROBLEM, "eng2_k17=9", handle=1, device=0)  # out of range
 
 
 # ---------------------------------------------------------------- refinement
@@ -152,8 +155,8 @@ def test_refine_walks_the_knobs_of_the_fastest_engines_and_keeps_the_winner() ->
     assert res.quick_us["eng4_k24=1_k2=3" if "eng4_k24=1_k2=3" in res.quick_us
                         else "eng4_k2=3_k24=1"] == 80.0
     # the kept plan stays buildable from the cache; the others were dropped
-    assert cudnn_plan.cached_plan(PROBLEM, "eng4_k2=3_k24=0", 0) is not None
-    assert cudnn_plan.cached_plan(PROBLEM, "eng4_k2=1_k24=0", 0) is None
+    assert cudnn_graph.cached_plan(PROBLEM, "eng4_k2=3_k24=0", 0) is not None
+    assert cudnn_graph.cached_plan(PROBLEM, "eng4_k2=1_k24=0", 0) is None
     # heuristic plans are never offered again under refine
     assert not {p.name for p in res.plans} & {p.name for p in en.plans}
 
@@ -205,25 +208,20 @@ def test_refine_survives_a_plan_that_fails_to_run() -> None:
     assert "eng4_k2=3_k24=0" not in [p.name for p in res.plans]
     assert [p.name for p in res.plans] == ["eng4_k2=2_k24=0"]  # 82 us, next best
     # the plan that built but did not run is not left in the plan cache either
-    assert cudnn_plan.cached_plan(PROBLEM, "eng4_k2=3_k24=0", 0) is None
-    assert cudnn_plan.cached_plan(PROBLEM, "eng4_k2=2_k24=0", 0) is not None
+    assert cudnn_graph.cached_plan(PROBLEM, "eng4_k2=3_k24=0", 0) is None
+    assert cudnn_graph.cached_plan(PROBLEM, "eng4_k2=2_k24=0", 0) is not None
 
 
 def test_backend_offers_refined_plans_with_their_origin(monkeypatch: pytest.MonkeyPatch) -> None:
-    from convdoctor.tune.gpu import backend as gb
-
-    be = object.__new__(gb.CudaBackend)
-    be.device, be.enumerate_engines, be.max_extra, be.enum_budget_s = 0, False, 0, 1.0
-    be.cudnn_error, be.max_plans, be.refine, be.refine_budget_s = "", 0, True, 4.0
-    be.refine_args = {}
-    be.dual = False  # the problem's own listing (the dual's: test_tune_gpu_plans.py)
-    be.placements_for = lambda p: types.SimpleNamespace(sets=[{}])  # type: ignore[method-assign]
+    # the problem's own listing (the dual's: test_tune_gpu_plans.py)
+    be = fk.listing_backend(enumerate_engines=False, max_extra=0, enum_budget_s=1.0,
+                            refine_budget_s=4.0, dual=False)
     en = enumeration()
     monkeypatch.setattr(cudnn_plan, "enumerate_plans", lambda *a, **k: en)
     monkeypatch.setattr(refine, "event_timer", lambda p, bufs: timer)
     real = refine.refine
     monkeypatch.setattr(refine, "refine", lambda *a, **k: real(*a, **{**k, "handle": 1}))
-    cands = be.cudnn_candidates(PROBLEM)
+    cands = fk.cudnn_candidates(be, PROBLEM)
     by = {c.key: c for c in cands}
     assert "cudnn:eng4_k2=3_k24=0" in by
     notes = by["cudnn:eng4_k2=3_k24=0"].notes
@@ -237,8 +235,8 @@ def test_backend_offers_refined_plans_with_their_origin(monkeypatch: pytest.Monk
     assert info["refinement"]["kept"][0][0] == "cudnn:eng4_k2=3_k24=0"
     assert ["cudnn:eng4_k2=0_k24=0", 92.0] in info["refinement"]["seeds"]
     # refinement off: the listing is the enumeration's alone
-    be.refine = False
-    assert "cudnn:eng4_k2=3_k24=0" not in {c.key for c in be.cudnn_candidates(PROBLEM)}
+    be.settings = be.settings.replace(cudnn_refine=False)
+    assert "cudnn:eng4_k2=3_k24=0" not in {c.key for c in fk.cudnn_candidates(be, PROBLEM)}
     assert "refinement" not in be.listing_info()
     # a listing cuDNN refuses leaves its error, not the previous problem's record
 
@@ -246,23 +244,16 @@ def test_backend_offers_refined_plans_with_their_origin(monkeypatch: pytest.Monk
         raise RuntimeError("CUDNN_STATUS_NOT_SUPPORTED")
 
     monkeypatch.setattr(cudnn_plan, "enumerate_plans", refuse)
-    assert be.cudnn_candidates(PROBLEM) == [] and be.last_enumeration is None
+    assert fk.cudnn_candidates(be, PROBLEM) == [] and be.last_enumeration is None
     assert be.listing_info() == {"lean": False,
                                  "error": "RuntimeError: CUDNN_STATUS_NOT_SUPPORTED"}
 
 
 def _bare_backend(*, enumerate_engines: bool, max_extra: int) -> Any:
     """A CudaBackend without a GPU (no __init__): what cudnn_candidates reads, on the fake cudnn."""
-    from convdoctor.tune.gpu import backend as gb
-
-    be = object.__new__(gb.CudaBackend)
-    be.device, be.enumerate_engines, be.max_extra, be.enum_budget_s = 0, enumerate_engines, \
-        max_extra, 1.0
-    be.cudnn_error, be.max_plans, be.refine, be.refine_budget_s = "", 0, True, 4.0
-    be.refine_args = {}
-    be.dual = False  # the problem's own listing (the dual's: test_tune_gpu_plans.py)
-    be.placements_for = lambda p: types.SimpleNamespace(sets=[{}])  # type: ignore[method-assign]
-    return be
+    # the problem's own listing (the dual's: test_tune_gpu_plans.py)
+    return fk.listing_backend(enumerate_engines=enumerate_engines, max_extra=max_extra,
+                              enum_budget_s=1.0, refine_budget_s=4.0, dual=False)
 
 
 def test_backend_short_list_has_neither_enumeration_nor_refinement(monkeypatch) -> None:
@@ -279,12 +270,10 @@ def test_backend_short_list_has_neither_enumeration_nor_refinement(monkeypatch) 
     monkeypatch.setattr(refine, "event_timer", lambda p, bufs: timer)
     real = refine.refine
     monkeypatch.setattr(refine, "refine", lambda *a, **k: real(*a, **{**k, "handle": 1}))
-    full = be.cudnn_candidates(PROBLEM)
+    full = fk.cudnn_candidates(be, PROBLEM)
     assert asked == [True] and be.last_refinement is not None
     assert any("source=enum" in c.notes for c in full)
-    monkeypatch.setattr(be, "release", lambda problem=None: None)
-    monkeypatch.setattr(be, "torch_candidates", lambda problem: [])
-    short = be.lean_candidates(PROBLEM)
+    short = fk.cudnn_candidates(be, PROBLEM, lean=True)
     assert asked == [True, False] and be.last_refinement is None
     assert be.listing_info()["lean"] is True and "refinement" not in be.listing_info()
     assert short and all("source=refine" not in c.notes and "source=enum" not in c.notes
@@ -292,13 +281,8 @@ def test_backend_short_list_has_neither_enumeration_nor_refinement(monkeypatch) 
 
 
 def test_backend_refinement_failure_is_a_note_not_an_error(monkeypatch) -> None:
-    from convdoctor.tune.gpu import backend as gb
-
-    be = object.__new__(gb.CudaBackend)
-    be.device, be.enumerate_engines, be.max_extra, be.enum_budget_s = 0, False, 0, 1.0
-    be.cudnn_error, be.max_plans, be.refine, be.refine_budget_s = "", 0, True, 4.0
-    be.refine_args = {}
-    be.dual = False  # the problem's own listing (the dual's: test_tune_gpu_plans.py)
+    be = fk.listing_backend(enumerate_engines=False, max_extra=0, enum_budget_s=1.0,
+                            refine_budget_s=4.0, dual=False)
 
     def boom(p: ConvProblem) -> None:
         raise RuntimeError("CUDA out of memory")
@@ -306,43 +290,14 @@ def test_backend_refinement_failure_is_a_note_not_an_error(monkeypatch) -> None:
     be.placements_for = boom  # type: ignore[method-assign]
     en = enumeration()
     monkeypatch.setattr(cudnn_plan, "enumerate_plans", lambda *a, **k: en)
-    cands = be.cudnn_candidates(PROBLEM)
+    cands = fk.cudnn_candidates(be, PROBLEM)
     assert cands and all("source=refine" not in c.notes for c in cands)
     assert "refinement failed: RuntimeError: CUDA out of memory" in be.last_refinement.notes[0]
 
 
-def test_refine_walk_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from convdoctor.errors import UsageError
-    from convdoctor.tune.gpu import backend as gb
-
-    for var in ("SEEDS", "BAND", "ROUNDS"):
-        monkeypatch.delenv(f"CONVDOCTOR_CUDNN_REFINE_{var}", raising=False)
-    assert gb.refine_args_from_env() == {}
-    monkeypatch.setenv("CONVDOCTOR_CUDNN_REFINE_SEEDS", "8")
-    monkeypatch.setenv("CONVDOCTOR_CUDNN_REFINE_BAND", "0.1")
-    monkeypatch.setenv("CONVDOCTOR_CUDNN_REFINE_ROUNDS", "3")
-    assert gb.refine_args_from_env() == {"max_seeds": 8, "seed_band": 0.1, "rounds": 3}
-    monkeypatch.setenv("CONVDOCTOR_CUDNN_REFINE_SEEDS", "many")
-    with pytest.raises(UsageError, match="CONVDOCTOR_CUDNN_REFINE_SEEDS"):
-        gb.refine_args_from_env()
-    monkeypatch.setenv("CONVDOCTOR_CUDNN_REFINE_SEEDS", "0")
-    with pytest.raises(UsageError, match="out of range"):
-        gb.refine_args_from_env()
-    monkeypatch.setenv("CONVDOCTOR_CUDNN_REFINE_SEEDS", "2")
-    monkeypatch.setenv("CONVDOCTOR_CUDNN_REFINE_BAND", "-0.1")
-    with pytest.raises(UsageError, match="BAND=-0.1 is out of range"):
-        gb.refine_args_from_env()
-
-
-def test_backend_passes_the_walk_settings_to_refine(monkeypatch: pytest.MonkeyPatch) -> None:
-    from convdoctor.tune.gpu import backend as gb
-
-    be = object.__new__(gb.CudaBackend)
-    be.device, be.enumerate_engines, be.max_extra, be.enum_budget_s = 0, False, 0, 1.0
-    be.cudnn_error, be.max_plans, be.refine, be.refine_budget_s = "", 0, True, 4.0
-    be.refine_args = {"max_seeds": 1, "rounds": 1}
-    be.dual = False  # the problem's own listing (the dual's: test_tune_gpu_plans.py)
-    be.placements_for = lambda p: types.SimpleNamespace(sets=[{}])  # type: ignore[method-assign]
+def test_backend_passes_its_refinement_budget_to_refine(monkeypatch: pytest.MonkeyPatch) -> None:
+    be = fk.listing_backend(enumerate_engines=False, max_extra=0, enum_budget_s=1.0,
+                            refine_budget_s=4.0, dual=False)
     en = enumeration()
     monkeypatch.setattr(cudnn_plan, "enumerate_plans", lambda *a, **k: en)
     monkeypatch.setattr(refine, "event_timer", lambda p, bufs: timer)
@@ -355,14 +310,9 @@ def test_backend_passes_the_walk_settings_to_refine(monkeypatch: pytest.MonkeyPa
         return real(*a, **{**k, "handle": 1})
 
     monkeypatch.setattr(refine, "refine", spy)
-    be.cudnn_candidates(PROBLEM)
-    assert seen["max_seeds"] == 1 and seen["rounds"] == 1 and seen["budget_s"] == 4.0
-    narrow = be.last_refinement.tried
-    be.refine_args = {}
-    be.cudnn_candidates(PROBLEM)
-    assert "max_seeds" not in seen and "rounds" not in seen
-    # one round walks fewer knob settings than refine's default two
-    assert 0 < narrow < be.last_refinement.tried
+    fk.cudnn_candidates(be, PROBLEM)
+    assert seen["budget_s"] == 4.0 and "max_seeds" not in seen and "rounds" not in seen
+    assert be.last_refinement.tried > 0
 
 
 class _FakeGpu:
@@ -413,7 +363,7 @@ class _FakeGpu:
 def _fake_timer(monkeypatch: pytest.MonkeyPatch, gpu: _FakeGpu, **kw: object):
     import torch
 
-    from convdoctor.tune.gpu import timing
+    from convdoctor.measure import timing
 
     monkeypatch.setattr(torch.cuda, "Event", gpu.Event)
     monkeypatch.setattr(torch.cuda, "synchronize", gpu.synchronize)
@@ -433,13 +383,9 @@ def test_quick_timer_times_kernels_not_launch_cost(monkeypatch: pytest.MonkeyPat
     assert t(plan) == pytest.approx(17.0)
     # the two timed batches (the last two spins) each behind a spin covering 3 launches
     assert len(gpu.spins) >= 2 and min(gpu.spins[-2:]) >= 3 * 25e-6
-    # the plain timer (spin=False, or the environment switch) reads mostly launch cost
+    # the plain timer (spin=False) reads mostly launch cost
     gpu = _FakeGpu(host_s=25e-6, kernel_s=17e-6)
     t, plan = _fake_timer(monkeypatch, gpu, spin=False)
-    assert t(plan) > 24.0 and not gpu.spins
-    monkeypatch.setenv("CONVDOCTOR_CUDNN_REFINE_SPIN", "0")
-    gpu = _FakeGpu(host_s=25e-6, kernel_s=17e-6)
-    t, plan = _fake_timer(monkeypatch, gpu)
     assert t(plan) > 24.0 and not gpu.spins
 
 
@@ -490,10 +436,10 @@ def test_quick_timer_keeps_the_probe_of_a_plan_over_half_a_second_per_call(monke
     # session 18: the worker's step watchdog gives one quick-time step 30 s; a plan at 0.6 s per
     # call with no fastest plan yet would have run ~16 calls in one step, now 3 (warm-up, probe,
     # re-probe), and each part of a quick time reports its own step
-    from convdoctor.tune import backend as tb
+    from convdoctor.engines import listing
 
     heard: list[tuple[str, str, str]] = []
-    old = tb.set_step_sink(lambda k, u, n: heard.append((k, u, n)))
+    old = listing.set_step_sink(lambda k, u, n: heard.append((k, u, n)))
     try:
         gpu = _FakeGpu(host_s=25e-6, kernel_s=0.6)
         t, plan = _fake_timer(monkeypatch, gpu)
@@ -507,7 +453,7 @@ def test_quick_timer_keeps_the_probe_of_a_plan_over_half_a_second_per_call(monke
         assert t(plan) == pytest.approx(400_000.0, rel=0.02) and gpu.calls > 3
         assert heard == [("time", "eng7", "eng7")]
     finally:
-        tb.set_step_sink(old)
+        listing.set_step_sink(old)
 
 
 def test_refine_checks_its_budget_before_each_plan(monkeypatch) -> None:
@@ -542,7 +488,7 @@ def test_backend_listing_reports_its_steps_and_leaves_an_excluded_engine_out(mon
     # session 18 (H100): a plan of one engine never returned from its quick time while listing
     # 3D fp16 wgrad problems; the worker names such a step and asks the next listing to leave
     # the engine out (`listing_exclude`)
-    from convdoctor.tune import backend as tb
+    from convdoctor.engines import listing
 
     be = _bare_backend(enumerate_engines=True, max_extra=8)
     real_enum = cudnn_plan.enumerate_plans
@@ -552,9 +498,9 @@ def test_backend_listing_reports_its_steps_and_leaves_an_excluded_engine_out(mon
     real = refine.refine
     monkeypatch.setattr(refine, "refine", lambda *a, **k: real(*a, **{**k, "handle": 1}))
     heard: list[tuple[str, str, str]] = []
-    old = tb.set_step_sink(lambda k, u, n: heard.append((k, u, n)))
+    old = listing.set_step_sink(lambda k, u, n: heard.append((k, u, n)))
     try:
-        full = {c.key for c in be.cudnn_candidates(PROBLEM)}
+        full = {c.key for c in fk.cudnn_candidates(be, PROBLEM)}
         assert any(k.startswith("cudnn:eng4_") for k in full)
         assert ("time", "eng4", "eng4_k2=0_k24=0") in heard          # a listed plan
         assert ("time", "eng4", "eng4_k2=3_k24=0") in heard          # a neighbour of the walk
@@ -566,9 +512,9 @@ def test_backend_listing_reports_its_steps_and_leaves_an_excluded_engine_out(mon
         cudnn_plan.clear_cache()
         heard.clear()
         be.listing_exclude = {"eng4"}
-        left = {c.key for c in be.cudnn_candidates(PROBLEM)}
+        left = {c.key for c in fk.cudnn_candidates(be, PROBLEM)}
     finally:
-        tb.set_step_sink(old)
+        listing.set_step_sink(old)
     assert left and not any(k.startswith("cudnn:eng4_") for k in left)
     assert not any(u == "eng4" for _k, u, _n in heard)
     assert be.listing_info()["left_out"] == ["eng4"]

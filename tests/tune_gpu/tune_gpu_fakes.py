@@ -195,3 +195,36 @@ def make_module() -> types.ModuleType:
         TENSOR_CORE="TENSOR_CORE", DOWN_CONVERT_INPUTS="DOWN_CONVERT_INPUTS",
         NONDETERMINISTIC="NONDETERMINISTIC")
     return m
+
+
+_SETTING_OF = {"enumerate_engines": "cudnn_enum", "max_extra": "cudnn_enum_extra",
+               "enum_budget_s": "cudnn_enum_budget_s", "max_plans": "cudnn_max_plans",
+               "refine": "cudnn_refine", "refine_budget_s": "cudnn_refine_budget_s",
+               "dual": "cudnn_dual"}
+
+
+def listing_backend(placements: Any = None, **settings: Any) -> Any:
+    """A CudaBackend without a GPU (no __init__) for listing on the fake cudnn: its settings from
+    `settings` (by the settings' names, or the short names of `_SETTING_OF`); `placements`: what
+    `placements_for` returns (default: one empty set)."""
+    from convdoctor.settings import Settings
+    from convdoctor.tune import cuda_backend as gb
+
+    be = object.__new__(gb.CudaBackend)
+    be.settings = Settings().replace(**{_SETTING_OF.get(k, k): v for k, v in settings.items()})
+    be.device, be.isolate_heuristic, be._clock, be._child = 0, False, None, None
+    be._env = {"sm_count": "132"}
+    be._placements = None
+    be.last_listing, be.last_enumeration, be.last_refinement, be.cudnn_error = {}, None, None, ""
+    be.listing_exclude, be.listing_exclude_why = set(), {}
+    sets = placements if placements is not None else types.SimpleNamespace(sets=[{}])
+    be.placements_for = lambda p: sets  # type: ignore[method-assign]
+    be.release = lambda problem=None: None  # type: ignore[method-assign]
+    return be
+
+
+def cudnn_candidates(be: Any, problem: Any, *, lean: bool = False) -> list[Any]:
+    """The cuDNN plans (own and dual) of a full (or lean) listing of `be`."""
+    from convdoctor.engines.registry import is_plan_key
+
+    return [c for c in be._listing(problem, lean=lean) if is_plan_key(c.key)]

@@ -16,6 +16,7 @@ import re
 import time
 from typing import Any
 
+from ..engines.registry import engine_of
 from ..errors import UsageError
 from ..problem import DIRECTIONS, DTYPES, LAYOUTS, MATH_MODES, ConvProblem
 
@@ -26,9 +27,8 @@ MAX_SAMPLES = 1_000_000
 MAX_SIZE = 2**31 - 1              # a tensor dimension, a channel count
 MAX_SECONDS = 1e6                 # any time stored in a record
 BACKENDS = ("cpu", "cuda")
-# candidate key families: cpu:<mkldnn flag>[+layout] (CPU backend), torch:<PyTorch path>,
-# cudnn:<plan> and cudnn-dual:<plan> (cudnn-frontend plans), triton:<kernel>_<config>
-ENGINE_KEY = re.compile(r"(cpu|torch|cudnn|cudnn-dual|triton):[A-Za-z0-9_.,=+-]{1,200}")
+# the characters of a candidate key; which keys exist is the engine registry's to say
+ENGINE_KEY = re.compile(r"[a-z][a-z0-9-]{0,31}:[A-Za-z0-9_.,=+-]{1,200}")
 STATUSES = ("ok", "disqualified", "failed", "screened-out", "unsupported", "not-measured")
 _ENV_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _LABEL = re.compile(r"[a-z][a-z0-9_-]{0,31}")
@@ -122,7 +122,9 @@ def check_problem(d: Any, where: str) -> ConvProblem:
 
 def check_candidate(d: Any, where: str) -> str:
     d = _dict(d, where)
-    key = _str(d.get("key"), f"{where}.key", max_len=210, pattern=ENGINE_KEY)
+    key = _str(d.get("key"), f"{where}.key", max_len=240, pattern=ENGINE_KEY)
+    if engine_of(key) is None:
+        raise _Bad(f"{where}.key {_show(key)} is no engine's candidate")
     _str(d.get("backend"), f"{where}.backend", pattern=_LABEL)
     _int(d.get("workspace_bytes", 0), f"{where}.workspace_bytes", 0, 2**50)
     _bool(d.get("deterministic", True), f"{where}.deterministic")
@@ -187,7 +189,8 @@ def check_record(rec: Any, where: str, *, now: float) -> None:
         raise _Bad(f"{where} was tuned from a short list: never stored")
     _dict(rec.get("listing", {}), f"{where}.listing")
     for k, v in _dict(rec.get("baselines", {}), f"{where}.baselines").items():
-        _str(k, f"{where}.baselines key", pattern=ENGINE_KEY)
+        if not (isinstance(k, str) and ENGINE_KEY.fullmatch(k) and engine_of(k) is not None):
+            raise _Bad(f"{where}.baselines key {_show(k)} is no engine's candidate")
         _num(v, f"{where}.baselines.{k}", 0.0, MAX_SECONDS, lo_open=True)
     stats: dict[str, dict[str, Any]] = {}
     for i, c in enumerate(_list(rec.get("candidates"), f"{where}.candidates", MAX_CANDIDATES)):

@@ -8,6 +8,7 @@ from .sqlfile import SCHEMA_VERSION
 
 # Environment parts that, when they change, make a stored timing stale (not merely another device).
 VERSION_KEYS = ("driver", "cuda_runtime", "cudnn", "cudnn_frontend", "cudnn_frontend_backend",
+                "triton", "kernels", "settings",
                 "torch", "mkldnn", "onednn", "schema")
 
 

@@ -7,8 +7,8 @@ import os
 import re
 from typing import Any
 
+from .context import TORCH_TIMEOUT, ProbeContext
 from .facts import Fact
-from .probes import TORCH_TIMEOUT, ProbeContext
 from .system import System
 
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from .context import DEFAULT_DIRS, TORCH_TIMEOUT, Probe, ProbeContext
 from .facts import Fact, cuda_int_to_str, cudnn_int_to_str
-from .system import ChildResult, System
+from .frameworks import _static_torch, probe_jax, probe_tensorflow, probe_torch, probe_triton
+from .resolve import probe_resolution
+from .system import System
 
 ENV_PREFIXES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "CUDA_", "CUDNN_", "TORCH_CUDNN_", "TORCH_CUDA_",
                 "PYTORCH_", "TF_", "XLA_", "NVIDIA_", "CONDA_PREFIX", "NCCL_DEBUG")
@@ -24,7 +26,6 @@ ENV_PREFIXES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "CUDA_", "CUDNN_", "TORCH_CUDNN
 TERRAFORM_PREFIXES = ("TF_LOG", "TF_INPUT", "TF_VAR_", "TF_CLI_", "TF_DATA_DIR", "TF_WORKSPACE",
                       "TF_IN_AUTOMATION", "TF_REGISTRY_", "TF_STATE_PERSIST_INTERVAL", "TF_PLUGIN_",
                       "TF_IGNORE", "TF_TOKEN_", "TF_APPEND_USER_AGENT", "TF_REATTACH_PROVIDERS")
-DEFAULT_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
 # libraries we track, by family; the soname is "<base>.so.<major>"
 LIB_RE = re.compile(r"^(libcudnn(?:_[a-z_]+)?|libcudart|libcublasLt|libcublas|libnvrtc)\.so\.(\d+)((?:\.\d+)*)$")
 FAMILY = {"libcudart": "cudart", "libcublas": "cublas", "libcublasLt": "cublasLt", "libnvrtc": "nvrtc"}
@@ -32,33 +33,9 @@ FAMILY = {"libcudart": "cudart", "libcublas": "cublas", "libcublasLt": "cublasLt
 CUDNN_LOADABLE = ("libcudnn", "libcudnn_graph", "libcudnn_ops_infer")  # others would report their dependency's version
 
 LIBINFO_TIMEOUT = 15.0
-TORCH_TIMEOUT = 90.0
 DRIVER_TIMEOUT = 15.0
 
 
-@dataclass
-class ProbeContext:
-    system: System
-    facts: dict[str, Fact] = field(default_factory=dict)
-    run_conv: bool = True
-    pool: ThreadPoolExecutor | None = None
-    pending: dict[str, Future[ChildResult]] = field(default_factory=dict)
-
-    def child(self, key: str, script: str, args: tuple[str, ...] = (), timeout: float = 20.0,
-              env: dict[str, str] | None = None) -> ChildResult:
-        """Result of a child script, started earlier by `start` when possible (probes overlap)."""
-        fut = self.pending.pop(key, None)
-        if fut is not None:
-            return fut.result()
-        return self.system.child(script, args, timeout=timeout, env=env)
-
-    def start(self, key: str, script: str, args: tuple[str, ...] = (), timeout: float = 20.0,
-              env: dict[str, str] | None = None) -> None:
-        if self.pool is not None and key not in self.pending:
-            self.pending[key] = self.pool.submit(self.system.child, script, args, timeout=timeout, env=env)
-
-
-Probe = Callable[[ProbeContext], Fact]
 
 
 # ---------------------------------------------------------------- environment variables
@@ -421,15 +398,6 @@ def _torch_child_wanted(s: System) -> bool:
         return True
     return s.exists("/proc/driver/nvidia/version") or any(re.fullmatch(r"nvidia\d+", n) for n in s.listdir("/dev"))
 
-
-from .frameworks import (  # noqa: E402
-    _static_torch,
-    probe_jax,
-    probe_tensorflow,
-    probe_torch,
-    probe_triton,
-)
-from .resolve import probe_resolution  # noqa: E402 - these modules import ProbeContext from here
 
 PROBES: tuple[tuple[str, Probe], ...] = (
     ("host", probe_host),

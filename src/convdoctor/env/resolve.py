@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .context import DEFAULT_DIRS, ProbeContext
 from .facts import Fact
-from .probes import DEFAULT_DIRS, ProbeContext
 
 
 def _order(fact_libs: dict[str, Any], environ: dict[str, str], *, rpath: list[str], runpath: list[str],

@@ -31,6 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..engines.triton import TritonEngine
+
 PREFIX = "triton:dw_"
 
 # Tile shapes. Channels-last: lanes along channels (contiguous there). NCHW: lanes along output
@@ -396,3 +398,33 @@ def format_of(t: Any) -> Any:
             memory_format=torch.channels_last_3d):
         return torch.channels_last_3d
     return torch.contiguous_format
+
+
+def offered(problem: Any) -> tuple[str, ...]:
+    """The configurations offered for `problem` (none when the kernel does not run it: not
+    depthwise, wgrad, 3D, or a batch over the grid's limit)."""
+    import math
+
+    if unfit(problem) is not None:
+        return ()
+    # the kernel writes planes of the output (fprop) or of the input (dgrad)
+    plane = problem.out_spatial() if problem.direction == "fprop" else problem.spatial
+    coarse = None
+    if problem.direction == "dgrad" and any(s > 1 for s in problem.stride):
+        coarse = math.prod(-(-n // s) for n, s in zip(problem.spatial, problem.stride, strict=True))
+    return configs_for(problem.layout, math.prod(plane), coarse)
+
+
+def compute(direction: str, a: Any, b: Any, out: Any, *, stride: Sequence[int],
+            pad_pre: Sequence[int], dilation: Sequence[int], config: str,
+            tf32: bool = False) -> Any:
+    """The engine's launch: fprop (a=x, b=w) -> out=y, dgrad (a=dy, b=w) -> out=dx (no TF32)."""
+    return run(direction, a, b, out, stride=stride, pad_pre=pad_pre, dilation=dilation,
+               config=config)
+
+
+# a fixed order of fp32 adds, no atomics: the same bits run to run
+ENGINE = TritonEngine(name="triton-dw", module=__name__, prefix=PREFIX,
+                      directions=("fprop", "dgrad"), what="depthwise",
+                      note="depthwise direct kernel (Triton, convdoctor.kernels.depthwise), fp32 "
+                           "accumulation")

@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..engines.triton import TritonEngine
 from .depthwise import _on_device
 from .depthwise import unavailable as _dw_unavailable
 from .wgrad import _span, check_dot_tiles, geometry
@@ -330,3 +331,23 @@ def flat_flags(xs: Sequence[int], xst: Sequence[int], ws: Sequence[int], wst: Se
     flat_y = (ow == 1 or yst[3] == 1) and (oh == 1 or yst[2] == ow)
     flat_w = (ks == 1 or wst[3] == 1) and (kr == 1 or wst[2] == ks) and wst[1] == kr * ks
     return flat_x, flat_y, flat_w
+
+
+def offered(problem: Any) -> tuple[str, ...]:
+    """The configurations offered for `problem` (`configs_for`)."""
+    return configs_for(problem)
+
+
+def compute(direction: str, a: Any, b: Any, out: Any, *, stride: Sequence[int],
+            pad_pre: Sequence[int], dilation: Sequence[int], config: str,
+            tf32: bool = False) -> Any:
+    """The engine's launch: fprop (a=x, b=w) -> out=y."""
+    return run(a, b, out, stride=stride, pad_pre=pad_pre, dilation=dilation, config=config,
+               tf32=tf32)
+
+
+# a fixed order of fp32 sums per output, no atomics: the same bits run to run
+ENGINE = TritonEngine(name="triton-fp", module=__name__, prefix=PREFIX, directions=("fprop",),
+                      what="forward implicit-GEMM",
+                      note="forward implicit-GEMM kernel reading NCHW in place (Triton, "
+                           "convdoctor.kernels.fprop), fp32 accumulation")

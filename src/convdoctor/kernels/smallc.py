@@ -54,6 +54,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..engines.triton import TritonEngine
 from .depthwise import _on_device, format_of, sample_span
 from .depthwise import unavailable as _dw_unavailable
 from .wgrad import _as3d, geometry
@@ -426,3 +427,25 @@ def dgrad(dy: Any, w: Any, input_size: Sequence[int], *, stride: Sequence[int],
         out = torch.empty(tuple(int(v) for v in input_size), dtype=dy.dtype, device=dy.device,
                           memory_format=format_of(dy))
     return run(dy, w, out, stride=stride, pad_pre=pad_pre, dilation=dilation, config=config)
+
+
+def offered(problem: Any) -> tuple[str, ...]:
+    """The configurations offered for `problem` (none unless it is an ungrouped dgrad with at
+    most `MAX_C` input channels; strided ones get sub-pixel configurations only)."""
+    if unfit(problem) is not None:
+        return ()
+    return configs_for(problem.k, strided=any(s > 1 for s in problem.stride))
+
+
+def compute(direction: str, a: Any, b: Any, out: Any, *, stride: Sequence[int],
+            pad_pre: Sequence[int], dilation: Sequence[int], config: str,
+            tf32: bool = False) -> Any:
+    """The engine's launch: dgrad (a=dy, b=w) -> out=dx (no TF32)."""
+    return run(a, b, out, stride=stride, pad_pre=pad_pre, dilation=dilation, config=config)
+
+
+# a fixed order of fp32 adds, no atomics: the same bits run to run
+ENGINE = TritonEngine(name="triton-sc", module=__name__, prefix=PREFIX, directions=("dgrad",),
+                      what="small-C dgrad",
+                      note="direct small-C dgrad kernel (Triton, convdoctor.kernels.smallc), fp32 "
+                           "accumulation")

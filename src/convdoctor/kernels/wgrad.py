@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..engines.triton import TritonEngine
 from .depthwise import unavailable as _dw_unavailable
 
 PREFIX = "triton:wg_"
@@ -413,3 +414,31 @@ def wgrad(x: Any, dy: Any, kernel: Sequence[int], *, stride: Sequence[int],
         out = torch.empty(shape, dtype=x.dtype, device=x.device, memory_format=format_of(x))
     return run(x, dy, out, stride=stride, pad_pre=pad_pre, dilation=dilation, config=config,
                tf32=tf32)
+
+
+def offered(problem: Any) -> tuple[str, ...]:
+    """The configurations offered for `problem` (none unless it is an ungrouped wgrad with a
+    weight of at most `MAX_WEIGHT` elements in fp32, fp16 or bf16)."""
+    if unfit(problem) is not None:
+        return ()
+    return configs_for(problem.k)
+
+
+def compute(direction: str, a: Any, b: Any, out: Any, *, stride: Sequence[int],
+            pad_pre: Sequence[int], dilation: Sequence[int], config: str,
+            tf32: bool = False) -> Any:
+    """The engine's launch: wgrad (a=x, b=dy) -> out=dw."""
+    return run(a, b, out, stride=stride, pad_pre=pad_pre, dilation=dilation, config=config,
+               tf32=tf32)
+
+
+def _candidate_workspace(problem: Any, config: str, sms: int) -> int:
+    positions = problem.n * math.prod(problem.out_spatial())
+    return workspace_bytes(problem.k, problem.c, problem.kernel, positions, config, sms)
+
+
+# fixed-order fp32 sums per chunk, then one torch.sum over the chunks: the same bits run to run
+ENGINE = TritonEngine(name="triton-wg", module=__name__, prefix=PREFIX, directions=("wgrad",),
+                      what="wgrad", workspace=_candidate_workspace,
+                      note="split-reduction implicit-GEMM wgrad (Triton, convdoctor.kernels."
+                           "wgrad), fp32 accumulation")

@@ -66,8 +66,8 @@ def run(args: argparse.Namespace) -> int:
 
     from ..check.models import load_model, parse_shape
     from ..cli import emit
+    from ..measure.steps import make_step, median, time_interleaved
     from .optimizer import optimize, report_of
-    from .timing import make_step, median, time_interleaved
 
     if args.steps < 1:
         raise UsageError("--steps must be >= 1")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 
-from .execs import route_table
+from ..engines.flag_exec import route_table
 
 FaultHook = Callable[[str, str, str], None]
 _fault_hook: FaultHook | None = None

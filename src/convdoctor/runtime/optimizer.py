@@ -35,10 +35,7 @@ from typing import Any
 import torch
 
 from ..errors import UsageError
-from . import graphs as _graphs
-from . import site as _site
-from .execs import torch_exec
-from .timing import (
+from ..measure.steps import (
     call_model,
     extend_while_undecided,
     gain_undecided,
@@ -47,6 +44,10 @@ from .timing import (
     time_interleaved,
     win_margin,
 )
+from ..settings import Settings
+from ..settings import current as current_settings
+from . import graphs as _graphs
+from . import site as _site
 
 _STATE = "_convdoctor_state"
 DIRS = ("fprop", "dgrad", "wgrad")
@@ -552,101 +553,6 @@ def problems_for(rec: dict[str, Any], train: bool) -> dict[str, Any]:
     return out
 
 
-# Host cost per call of running a cuDNN plan from Python instead of PyTorch's own dispatch, measured
-# on the H100 host (benchmarks/bench_optimize.py overhead(), run of 11:40 UTC: a plan direction
-# costs ~60-80 us more than a flag route). A plan is chosen only when its measured gain covers it.
-PLAN_PENALTY_S = 80e-6
-# Without autograd (inference) a plan route calls the plan straight from the module's forward, no
-# custom Function: on the H100 host (session 11, benchmarks/bench_optimize.py overhead(), after
-# `ConvPlan.launch` cut the per-call path) the forward cost 4.8-5.4 us more than PyTorch's own
-# dispatch (25.99 -> 31.35 us, 40.57 -> 45.37 us). Twice that is charged.
-INFERENCE_PLAN_PENALTY_S = 10e-6
-
-
-def plan_penalty(train: bool) -> float:
-    """Host cost charged to a cuDNN plan route per call: training routes pay the custom autograd
-    Function's cost (PLAN_PENALTY_S), inference routes only the plan call's."""
-    return PLAN_PENALTY_S if train else INFERENCE_PLAN_PENALTY_S
-# torch:benchmark is not a fixed engine: PyTorch caches one cuDNN choice per shape for the whole
-# process regardless of the benchmark flag, so a benchmark route changes what every other path
-# (heuristic routes, unrouted layers, inference after training) gets for that shape. Measured on the
-# H100: it made later inference 30% slower. It is never routed.
-UNROUTED_KEYS = ("torch:benchmark",)
-
-
-DUAL_PREFIX = "cudnn-dual:"  # = convdoctor.tune.gpu.policy.DUAL_PREFIX
-# Host cost a `cudnn-dual:` route adds to a plan call outside a CUDA graph: an `empty_strided` and
-# an `index_select` (the weight's gather) per call, which the tuner's graph-batched timing does not
-# see. An estimate, not an H100 figure: the two ops' host path took 4.1 us per call on this
-# project's CPU build machine (tiny tensors, session 24), plus a kernel launch.
-DUAL_PENALTY_S = 8e-6
-
-
-TRITON_PREFIX = "triton:dw_"  # = convdoctor.tune.gpu.policy.TRITON_PREFIX
-TRITON_WG_PREFIX = "triton:wg_"  # = convdoctor.tune.gpu.policy.TRITON_WG_PREFIX
-TRITON_SC_PREFIX = "triton:sc_"  # = convdoctor.tune.gpu.policy.TRITON_SC_PREFIX
-TRITON_FP_PREFIX = "triton:fp_"  # = convdoctor.tune.gpu.policy.TRITON_FP_PREFIX
-TRITON_PREFIXES = (TRITON_PREFIX, TRITON_WG_PREFIX, TRITON_SC_PREFIX, TRITON_FP_PREFIX)
-# Host cost of a `triton:dw_` route per call outside a CUDA graph: Triton's Python launcher plus the
-# executor's checks and output allocation. Measured on the H100 host (session 26,
-# scripts/gpu/triton_launch_cost.py, Triton 3.6.0, back-to-back eager calls of a tiny depthwise
-# layer): the executor's fprop 63.5 us per call, F.conv2d 15.0 us, so 48.5 us more. Charged in
-# eager training and inference alike; nothing where the route is captured in a CUDA graph.
-TRITON_PENALTY_S = 50e-6
-
-
-def _is_plan(key: str) -> bool:
-    """Run by a cudnn-frontend plan (= convdoctor.tune.gpu.policy.is_plan_key, without importing
-    the GPU backend's modules here)."""
-    return key.startswith(("cudnn:", DUAL_PREFIX))
-
-
-def _not_for_transposed(key: str) -> bool:
-    """Runs ordinary (not transposed) convolutions only: a plan, a Triton kernel, or the matrix-
-    product routes (`torch:gemm`, `torch:im2col`, whose executors raise for a transposed one)."""
-    return _is_plan(key) or key.startswith(TRITON_PREFIXES) or key in ("torch:gemm",
-                                                                     "torch:im2col")
-
-
-def _ranked_keys(result: Any, transposed: bool, plan_penalty_s: float = PLAN_PENALTY_S
-                 ) -> list[str]:
-    """Correct, measured candidates by time (what the tuner ranked them by, `rank_s`: the time at a
-    random buffer placement; else the median) plus their host cost (cuDNN plans pay
-    `plan_penalty_s`; 0 for routes captured in a CUDA graph, whose replay has no host cost per
-    call), the tuner's winner breaking ties; torch:benchmark is left out."""
-    win = getattr(result, "winner", None)
-    ok = [s for s in getattr(result, "candidates", []) if s.status == "ok"
-          and s.median_s is not None and (s.correctness is None or s.correctness.ok)
-          and s.candidate.key not in UNROUTED_KEYS
-          and not (transposed and _not_for_transposed(s.candidate.key))]
-
-    def cost(s: Any) -> tuple[float, int]:
-        key = s.candidate.key
-        pen = plan_penalty_s if _is_plan(key) else 0.0
-        if pen and key.startswith(DUAL_PREFIX):
-            pen += DUAL_PENALTY_S  # the weight's gather is issued by the host on every call
-        if plan_penalty_s and key.startswith(TRITON_PREFIXES):
-            pen = TRITON_PENALTY_S
-        t = getattr(s, "rank_s", None)
-        return ((s.median_s if t is None else t) + pen,
-                0 if win is not None and s.candidate.key == win.key else 1)
-
-    ok.sort(key=cost)
-    # Within the tuner's noise band of the best cost, the tuner's winner is trusted (its tie rules:
-    # a pinned kernel within the tie floor, smaller workspace, deterministic); beyond it, the
-    # measured cost decides.
-    band = float(getattr(result, "noise_band", 0.0) or 0.0)
-    if ok and win is not None:
-        wi = next((i for i, s in enumerate(ok) if s.candidate.key == win.key), None)
-        if wi is not None and cost(ok[wi])[0] <= cost(ok[0])[0] * (1.0 + band):
-            ok.insert(0, ok.pop(wi))
-    keys = [s.candidate.key for s in ok]
-    if not keys and win is not None and win.key not in UNROUTED_KEYS and not (
-            transposed and _not_for_transposed(win.key)):
-        keys = [win.key]
-    return keys
-
-
 def _baseline(result: Any) -> tuple[str, float | None]:
     for key in ("torch:heuristic", "cpu:mkldnn-on", "cpu:default"):
         s = result.stats_for(key) if hasattr(result, "stats_for") else None
@@ -662,55 +568,52 @@ def _tuned_s(result: Any, key: str) -> float | None:
 
 
 def _executors(keys: list[str], problem: Any, dev: str, notes: list[str],
-               result: Any = None) -> list[Any]:
-    """Executors for `keys`, in order (those that do not build here are skipped with a note). The
-    first one, when a cuDNN plan, has its workspace held to its tuned time in `result`
-    (`PlanExec.guard_workspace`; the fallbacks behind it are not timed: they rarely run); a
-    replaced workspace is noted."""
+               result: Any = None, guard: bool = True) -> list[Any]:
+    """Executors for `keys`, in order, from their engines (`engines.registry`); those that do not
+    build here are skipped with a note. The first one, when its engine holds its setup to the
+    tuned time (a cuDNN plan's workspace guard, unless `guard` is off), gets that time; the
+    fallbacks behind it are not timed: they rarely run. A replaced workspace is noted."""
+    from ..engines.registry import engine_of
+
     out: list[Any] = []
     for key in keys:
-        if _is_plan(key):
-            if dev != "cuda":
-                continue
-            try:
-                from .plans import DualPlanExec, PlanExec
-
-                cls = DualPlanExec if key.startswith(DUAL_PREFIX) else PlanExec
-                ex = cls.build(key, problem, None if out else _tuned_s(result, key))
-                out.append(ex)
-                if ex.guard is not None and ex.guard.replaced:
-                    notes.append(f"{key} for {problem.short()}: {ex.guard.summary()}")
-                if ex.guard_error:
-                    notes.append(f"{key} for {problem.short()}: workspace guard not run "
-                                 f"({ex.guard_error}); the plan runs with its own workspace")
-            except Exception as exc:  # noqa: BLE001 - a plan that does not build is skipped
-                notes.append(f"{key} for {problem.short()} not used: {type(exc).__name__}: {exc}")
+        engine = engine_of(key)
+        if engine is None:
+            notes.append(f"candidate {key} has no runtime route; skipped")
             continue
-        if key.startswith(TRITON_PREFIXES):
-            if dev != "cuda":
-                continue
-            try:
-                from .triton_exec import TritonDwExec, TritonFpExec, TritonScExec, TritonWgExec
-
-                tcls: Any = {TRITON_PREFIX: TritonDwExec, TRITON_WG_PREFIX: TritonWgExec,
-                             TRITON_SC_PREFIX: TritonScExec,
-                             TRITON_FP_PREFIX: TritonFpExec}[key[:len(TRITON_PREFIX)]]
-                out.append(tcls.build(key, problem))
-            except Exception as exc:  # noqa: BLE001 - no Triton here, or not this problem
-                notes.append(f"{key} for {problem.short()} not used: {type(exc).__name__}: {exc}")
+        if engine.device not in (dev, "any"):
             continue
-        ex = torch_exec(key)
+        try:
+            ref = None if out or not guard else _tuned_s(result, key)
+            ex = engine.executor(key, problem, ref)
+        except Exception as exc:  # noqa: BLE001 - an executor that does not build is skipped
+            notes.append(f"{key} for {problem.short()} not used: {type(exc).__name__}: {exc}")
+            continue
         if ex is None:
             notes.append(f"candidate {key} has no runtime route; skipped")
             continue
         out.append(ex)
+        g = getattr(ex, "guard", None)
+        if g is not None and g.replaced:
+            notes.append(f"{key} for {problem.short()}: {g.summary()}")
+        if getattr(ex, "guard_error", ""):
+            notes.append(f"{key} for {problem.short()}: workspace guard not run "
+                         f"({ex.guard_error}); the plan runs with its own workspace")
     return out
+
+
+def _route_keys(result: Any, transposed: bool, train: bool, graphed: bool = False) -> list[str]:
+    from ..tune.select import route_order
+
+    return route_order(result, transposed=transposed, train=train, graphed=graphed)
 
 
 class _Tuning:
     """Database lookups and tuning with one backend (a worker process started only if needed)."""
 
-    def __init__(self, db: Any, backend: str, budget_s: float, isolate: bool) -> None:
+    def __init__(self, db: Any, backend: str, budget_s: float, isolate: bool,
+                 settings: Settings | None = None) -> None:
+        self.settings = settings if settings is not None else current_settings()
         self.db = _open_db(db)
         self.backend_name = backend
         self.budget_s = budget_s
@@ -724,7 +627,7 @@ class _Tuning:
             from ..tune.backend import get_backend
             from ..tune.harness import environment_of
 
-            self._be = get_backend(backend)
+            self._be = get_backend(backend, self.settings)
             self.env = environment_of(self._be)
         except Exception as exc:  # noqa: BLE001 - no tuner: PyTorch's path everywhere
             self.available = False
@@ -748,7 +651,7 @@ class _Tuning:
             if self._worker is None:
                 from ..tune.worker import WorkerBackend
 
-                self._worker = WorkerBackend(self.backend_name)
+                self._worker = WorkerBackend(self.backend_name, settings=self.settings)
             be = self._worker
         return tune_problem(problem, backend=be, db=self.db, budget_s=self.budget_s,
                             progress=progress)
@@ -779,7 +682,10 @@ def _open_db(db: Any) -> Any:
 def _build_routes(sites: dict[str, _site.Site], records: dict[str, list[dict[str, Any]]],
                   train: bool, db: Any, tune_missing: bool, backend: str, budget_s: float,
                   report: OptimizeReport, progress: Any, isolate: bool, dev: str,
-                  time_limit_s: float | None = None, graph_routes: bool = False) -> None:
+                  time_limit_s: float | None = None, graph_routes: bool = False,
+                  settings: Settings | None = None) -> None:
+    settings = settings if settings is not None else current_settings()
+    ws_guard = settings.ws_guard
     # Unique signatures per site, then unique problems overall.
     per_site: dict[str, dict[Any, tuple[dict[str, Any], dict[str, Any]]]] = {}
     unique: dict[str, Any] = {}
@@ -800,7 +706,7 @@ def _build_routes(sites: dict[str, _site.Site], records: dict[str, list[dict[str
     report.problems = len(unique)
 
     results: dict[str, tuple[Any, str]] = {}
-    tuning = _Tuning(db, backend, budget_s, isolate)
+    tuning = _Tuning(db, backend, budget_s, isolate, settings)
     if not tuning.available:
         report.notes.append(tuning.why + "; every convolution runs PyTorch's path")
     t0 = time.monotonic()
@@ -869,16 +775,16 @@ def _build_routes(sites: dict[str, _site.Site], records: dict[str, list[dict[str
                         res, src = hit
                         if p.key() not in exec_cache:
                             exec_cache[p.key()] = _executors(
-                                _ranked_keys(res, s.transposed, plan_penalty(train)), p, dev,
-                                report.notes, res)
+                                _route_keys(res, s.transposed, train), p, dev, report.notes, res,
+                                guard=ws_guard)
                         tuned_execs = exec_cache[p.key()]
                         if graph_routes:
                             gk = ("graph", p.key())
                             if gk not in exec_cache:
-                                keys_g = _ranked_keys(res, s.transposed, plan_penalty_s=0.0)
+                                keys_g = _route_keys(res, s.transposed, train, graphed=True)
                                 same = keys_g == [ex.key for ex in tuned_execs]
-                                exec_cache[gk] = [] if same else _executors(keys_g, p, dev,
-                                                                            report.notes, res)
+                                exec_cache[gk] = [] if same else _executors(
+                                    keys_g, p, dev, report.notes, res, guard=ws_guard)
                             graph_execs = exec_cache[gk]
                         chosen = tuned_execs[0].key if tuned_execs else ""
                         ws = res.stats_for(chosen) if chosen else None
@@ -935,8 +841,8 @@ class _FirstSight:
                 if isinstance(p, ConvProblem):
                     res = tuning.lookup(p) or tuning.tune(p)
                     if res is not None and res.winner is not None:
-                        execs = _executors(_ranked_keys(res, False, plan_penalty(self.train)),
-                                           p, self.dev, [], res)
+                        execs = _executors(_route_keys(res, False, self.train), p, self.dev, [],
+                                           res)
                 chains[d] = _site.build_chain(execs, self.dev)
         finally:
             tuning.close()

@@ -36,9 +36,10 @@ from torch.nn.modules.conv import (
 if TYPE_CHECKING:
     from torch.nn.modules.conv import _ConvTransposeNd
 
+from ..engines.base import ConvArgs
+from ..engines.flag_exec import default_exec, fallback_tail, flag_exec
 from . import compiled as _compiled
 from . import fallback as _fb
-from .execs import ConvArgs, default_exec, fallback_tail, flag_exec
 
 # Only modules whose forward is the stock one are routed: a subclass that overrides forward
 # (weight standardization, custom padding) keeps its own semantics untouched.

@@ -36,18 +36,12 @@ from collections.abc import Callable
 from typing import Any
 
 from ..argtypes import bounded_int, positive_seconds
+from ..engines.registry import TWIN_PREFIX, built_by_name
 from ..errors import UsageError
 from ..problem import ConvProblem
 from .backend import Candidate, ClockReading
 from .provenance import code_identity
 from .result import BASELINE_KEYS, CPU_BASELINE_KEYS
-
-TWIN_PREFIX = "twin:"  # = convdoctor.tune.gpu.policy.TWIN_PREFIX (no torch import here)
-CUDNN_PREFIX = "cudnn:"  # = convdoctor.tune.gpu.policy.CUDNN_PREFIX
-# candidates a runner builds by name (= convdoctor.tune.gpu.policy.PLAN_PREFIXES, and the Triton
-# kernels' configurations, policy.TRITON_PREFIXES)
-PLAN_PREFIXES = (CUDNN_PREFIX, "cudnn-dual:", "triton:dw_", "triton:wg_", "triton:sc_",
-                 "triton:fp_")
 
 # The PyTorch and referee arms only time paths chosen elsewhere: no knob refinement there (it
 # would run cuDNN plans in those processes before PyTorch's paths are timed, and cost time).
@@ -194,10 +188,9 @@ class _Restricted:
         by = {c.key: c for c in base}
         # A cuDNN plan chosen by a tuning run need not be in this process's listing (knob
         # refinement picks its neighbours from quick timings, which differ run to run): it is
-        # offered by name, and its runner builds it by name (session 10: four referee rows had
-        # no tuned time before this).
+        # offered by name, and its runner builds it by name.
         for k in sorted(self.keys):
-            if k in by or k.startswith(TWIN_PREFIX) or not k.startswith(PLAN_PREFIXES):
+            if k in by or k.startswith(TWIN_PREFIX) or not built_by_name(k):
                 continue
             by[k] = Candidate(k, self.name, 0, False, ("not in this process's listing: built by "
                                                        "its name",))
@@ -205,7 +198,7 @@ class _Restricted:
         # "twin:<key>": <key> again, in the process of PyTorch's heuristic path (GPU backend)
         for k in sorted(self.keys):
             inner = k[len(TWIN_PREFIX):]
-            if k.startswith(TWIN_PREFIX) and (inner in by or inner.startswith(PLAN_PREFIXES)):
+            if k.startswith(TWIN_PREFIX) and (inner in by or built_by_name(inner)):
                 c = by.get(inner) or Candidate(inner, self.name, 0, False,
                                                ("not in this process's listing: built by its "
                                                 "name",))

@@ -22,8 +22,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..engines.listing import listing_record
 from ..problem import ConvProblem
-from .backend import Backend, Candidate, CandidateUnsupported, ClockReading, Runner, listing_record
+from .backend import Backend, Candidate, CandidateUnsupported, ClockReading, Runner
 from .result import BASELINE_KEYS, CPU_BASELINE_KEYS, CandidateStats, TuneResult, median_ci
 
 
@@ -430,7 +431,7 @@ class Harness:
 
     def _settle(self, finalists: list[_Live]) -> None:
         """Before sampling, a finalist's runner may settle what the runtime would settle too (a
-        cuDNN plan runner: its workspace guard, `convdoctor.tune.gpu.wsguard`). Only finalists:
+        cuDNN plan runner: its workspace guard, `convdoctor.measure.wsguard`). Only finalists:
         the guard times the plan several times, and the screen's best-round rule already keeps a
         plan that one slow placement would slow."""
         for lv in finalists:

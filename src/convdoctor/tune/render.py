@@ -23,7 +23,7 @@ def roofline(result: TuneResult, peaks: dict[str, Any] | None) -> dict[str, Any]
     t = result.winner_time_s
     if not peaks or not t:
         return None
-    from .gpu.roofline import math_key, percent_of_roofline
+    from ..measure.roofline import math_key, percent_of_roofline
 
     pf = float(peaks.get("flops", {}).get(math_key(result.problem.dtype, result.problem.math), 0.0))
     bw = float(peaks.get("bandwidth", 0.0))

@@ -23,17 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..engines.base import Candidate, CandidateUnsupported, StickyError
+from ..engines.listing import listing_record, set_step_sink
 from ..errors import ConvdoctorError
+from ..measure.clock import ClockReading
+from ..measure.correctness import Correctness
 from ..problem import ConvProblem
-from .backend import (
-    Candidate,
-    CandidateUnsupported,
-    ClockReading,
-    Correctness,
-    StickyError,
-    listing_record,
-    set_step_sink,
-)
+from ..settings import Settings
 
 
 class WorkerDied(RuntimeError):
@@ -225,7 +221,7 @@ MAX_LIST_EXCLUSIONS = 3
 
 @dataclass(frozen=True)
 class ListingStep:
-    """A step of a listing, as the worker wrote it (`..backend.listing_step`)."""
+    """A step of a listing, as the worker wrote it (`engines.listing.listing_step`)."""
 
     kind: str
     unit: str
@@ -308,10 +304,18 @@ class WorkerBackend:
     """A Backend whose candidates run in a subprocess; see the module docstring."""
 
     def __init__(self, spec: str = "auto", *, timeout_s: float = 60.0,
-                 startup_timeout_s: float = 120.0, env: dict[str, str] | None = None) -> None:
-        """`env`: extra environment variables for the worker process (and its restarts)."""
+                 startup_timeout_s: float = 120.0, env: dict[str, str] | None = None,
+                 settings: Settings | None = None) -> None:
+        """`settings`: the worker's settings (default: this process's environment's); `env`: extra
+        environment variables for the worker process (and its restarts)."""
+        from ..settings import current, declared
+
         self.spec = spec
-        self.extra_env = dict(env or {})
+        self.settings = settings if settings is not None else current()
+        # the worker reads its settings from its environment: exactly these, whatever ours say
+        self.extra_env = {d["env"]: "" for d in declared()}
+        self.extra_env.update(self.settings.to_env())
+        self.extra_env.update(env or {})
         self.timeout_s = timeout_s
         self.startup_timeout_s = startup_timeout_s
         self.generation = 0
@@ -387,7 +391,7 @@ class WorkerBackend:
         """The full listing builds and quick-times plans (enumeration and refinement budgets, plan
         builds): it may take longer than one candidate's request, so it waits at least
         LIST_TIMEOUT_S, and a quick time of one plan STEP_TIMEOUT_S. The worker writes each step
-        to a file (`..backend.listing_step`); when the worker dies or hangs inside a step, that
+        to a file (`engines.listing.listing_step`); when the worker dies or hangs inside a step, that
         step's unit (a cuDNN engine) is left out of this listing, which runs again in a fresh
         worker (MAX_LIST_EXCLUSIONS times at most), and out of later listings of problems of the
         same kind (`problem_kind`) in this process. When the wait runs out inside a quick time, it
@@ -481,14 +485,9 @@ class WorkerBackend:
 
 # ---------------------------------------------------------------------- the worker side
 def _load_backend(spec: str) -> Any:
-    if ":" in spec:
-        import importlib
+    from .backend import load
 
-        mod, _, attr = spec.partition(":")
-        return getattr(importlib.import_module(mod), attr)()
-    from .backend import get_backend
-
-    return get_backend(spec)
+    return load(spec)
 
 
 def backend_peaks(backend: Any) -> dict[str, Any] | None:
@@ -499,7 +498,7 @@ def backend_peaks(backend: Any) -> dict[str, Any] | None:
     if getattr(backend, "name", "") == "cuda":
         from dataclasses import asdict
 
-        from .gpu.roofline import peaks
+        from ..measure.roofline import peaks
 
         return asdict(peaks())
     return None

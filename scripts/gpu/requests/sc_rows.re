@@ -1,1 +1,0 @@
-^resnet50\ conv1\ |^vgg16\ conv3\-64@224\ |^inception_v3\ Conv2d_1a_3x3\ |^efficientnet_b0\ stem\ 3x3/2\ TF\-same\ |^unet2d\ enc1a\ |^unet3d\ enc1\ |^wav2vec2\ feature_extractor\.conv0\ |^deepspeech2\ conv1\ \(single\ input\ channel\)\ 
