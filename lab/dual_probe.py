@@ -65,7 +65,7 @@ def _time(fn: Any, calls: int = CALLS) -> float:
 
 def _graph(cudnn: Any, problem: Any, handle: Any, w_dims: list[int], w_strides: list[int],
            mode: Any) -> tuple[Any, dict[str, Any]]:
-    from convdoctor.tune.gpu import policy
+    from convdoctor.engines import cudnn_policy as policy
 
     f32 = cudnn.data_type.FLOAT
     g = cudnn.pygraph(io_data_type=f32, intermediate_data_type=f32, compute_data_type=f32,
@@ -88,7 +88,7 @@ def _graph(cudnn: Any, problem: Any, handle: Any, w_dims: list[int], w_strides: 
 
 def _plans(cudnn: Any, problem: Any, handle: Any, w_dims: list[int], w_strides: list[int],
            mode: Any, x: Any, wt: Any, ref: Any, out: dict[str, Any]) -> None:
-    from convdoctor.tune.gpu import policy
+    from convdoctor.engines import cudnn_policy as policy
 
     rows = []
     for hm in ("A", "B", "FALLBACK"):
@@ -120,7 +120,7 @@ def _plans(cudnn: Any, problem: Any, handle: Any, w_dims: list[int], w_strides: 
 
             def run(g: Any = g, i: int = i, y: Any = y, ws: Any = ws,
                     t: dict[str, Any] = t) -> None:
-                from convdoctor.tune.gpu.cudnn_plan import get_handle
+                from convdoctor.engines.cudnn_enum import get_handle
 
                 g.execute_plan_at_index({t["x"]: x, t["w"]: wt, t["y"]: y}, ws, i,
                                         handle=get_handle(0, torch.cuda.current_stream()))
@@ -141,10 +141,10 @@ def _plans(cudnn: Any, problem: Any, handle: Any, w_dims: list[int], w_strides: 
 
 def probe(key: str) -> dict[str, Any]:
     from convdoctor.problem import ConvProblem
-    from convdoctor.tune import xform
-    from convdoctor.tune.gpu import policy
-    from convdoctor.tune.gpu.backend import reference
-    from convdoctor.tune.gpu.cudnn_plan import ConvPlan, get_handle, import_cudnn
+    from convdoctor.engines import xform
+    from convdoctor.engines import cudnn_policy as policy
+    from convdoctor.engines.torch_ops import reference_cuda as reference
+    from convdoctor.engines.cudnn_enum import build_plan, get_handle, import_cudnn
 
     _, cudnn = import_cudnn()
     p = ConvProblem.parse(key)
@@ -183,8 +183,8 @@ def probe(key: str) -> dict[str, Any]:
         cl = torch.empty_like(w4, memory_format=torch.channels_last)
         res["swap_cl_us"] = round(_time(lambda: cl.copy_(w4)), 2)
     res["l2_flush_note"] = "warm L2: back-to-back calls"
-    plan = ConvPlan.build(d)
-    own = ConvPlan.build(p)
+    plan = build_plan(d)
+    own = build_plan(p)
     y = torch.empty_strided(d.y_shape(), policy.logical_strides(d, "y"), device=dev)
     wsd, wso = plan.workspace(), own.workspace()
     res["dual_default_plan"] = plan.name

@@ -56,7 +56,7 @@ def _kernels(fn: Any) -> list[str]:
 
 
 def _run_plan(p: Any, plan: Any) -> dict[str, Any]:
-    from convdoctor.tune.gpu import cudnn_plan as cp
+    from convdoctor.engines import cudnn_enum as cp
 
     (ra, rb), ro = plan.input_roles, plan.output_role
     a = cp.empty_for(p, ra, "cuda:0").uniform_(-1, 1)
@@ -78,8 +78,8 @@ def _sources(p: Any, name: str) -> dict[str, Any]:
     enumeration), cache cleared between them: does one name run the same everywhere?"""
     import torch
 
-    from convdoctor.tune.gpu import cudnn_plan as cp
-    from convdoctor.tune.gpu.policy import HEUR_MODES, parse_plan_name
+    from convdoctor.engines import cudnn_enum as cp
+    from convdoctor.engines.cudnn_policy import HEUR_MODES, parse_plan_name
 
     h = cp.get_handle(0)
     found: dict[str, Any] = {}
@@ -108,14 +108,14 @@ def _all_plans(p: Any) -> dict[str, Any]:
     30 s): its time (us, one batch of CALLS) and kernel names."""
     import torch
 
-    from convdoctor.tune.gpu import cudnn_plan as cp
+    from convdoctor.engines import cudnn_enum as cp
 
     listing = cp.enumerate_plans(p, max_extra=120, time_budget_s=30.0, probe=False,
                                  build_budget_s=45.0)
     found: dict[str, Any] = {"_listing": listing.summary()}
     for info in listing.built():
         try:
-            plan = cp.ConvPlan.build(p, info.name)
+            plan = cp.build_plan(p, info.name)
             rec = _run_plan(p, plan)
             found[info.name] = {"us": rec["us"][0], "kernels": sorted(
                 {k.split(" grid=")[0] for k in rec["kernels"]})}
@@ -136,9 +136,11 @@ def child(problem_key: str, paths: list[str]) -> dict[str, Any]:
     import torch
 
     from convdoctor.problem import ConvProblem
-    from convdoctor.tune.gpu.backend import torch_conv, torch_flags
-    from convdoctor.tune.gpu.cudnn_plan import ConvPlan, empty_for
-    from convdoctor.tune.gpu.policy import io_roles, plan_name_of
+    from convdoctor.engines.cudnn_enum import build_plan
+    from convdoctor.engines.torch_ops import torch_conv, torch_flags
+    from convdoctor.measure.buffers import empty_for
+    from convdoctor.engines.cudnn_policy import plan_name_of
+    from convdoctor.measure.buffers import io_roles
 
     p = ConvProblem.parse(problem_key)
     (ra, rb), ro = io_roles(p.direction)
@@ -177,7 +179,7 @@ def child(problem_key: str, paths: list[str]) -> dict[str, Any]:
                             torch_conv(p, s[0], s[1], s[3])
                     return fn
             else:
-                plan = ConvPlan.build(p, plan_name_of(path) or path)
+                plan = build_plan(p, plan_name_of(path) or path)
                 ws = plan.workspace()
 
                 def mk(s: Any, plan: Any = plan, ws: Any = ws) -> Any:

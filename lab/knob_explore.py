@@ -39,14 +39,14 @@ def _time(fn: Any, calls: int) -> float:
 def _knob_int(t: Any) -> int:
     """The plan-name (backend) number of a frontend knob type (`int(t)` is the frontend's own
     numbering, which plan names do not use)."""
-    from convdoctor.tune.gpu.policy import knob_number_by_name
+    from convdoctor.engines.cudnn_policy import knob_number_by_name
 
     n = knob_number_by_name(t)
     return int(t) if n is None else n
 
 
 def _values(lo: int, hi: int, st: int) -> list[int]:
-    from convdoctor.tune.gpu.policy import knob_values
+    from convdoctor.engines.cudnn_policy import knob_values
 
     if st <= 0 or hi < lo:
         return [lo]
@@ -58,9 +58,10 @@ def explore(key: str, cap: int, budget: float, top_engines: int) -> dict[str, An
     import torch
 
     from convdoctor.problem import ConvProblem
-    from convdoctor.tune.gpu import cudnn_plan as cp
-    from convdoctor.tune.gpu.backend import torch_conv, torch_flags
-    from convdoctor.tune.gpu.policy import io_roles, parse_plan_name
+    from convdoctor.engines import cudnn_enum as cp
+    from convdoctor.engines.torch_ops import torch_conv, torch_flags
+    from convdoctor.engines.cudnn_policy import parse_plan_name
+    from convdoctor.measure.buffers import io_roles
 
     t0 = time.perf_counter()
     p = ConvProblem.parse(key)

@@ -33,8 +33,8 @@ def main() -> None:
     import torch
     import torch.nn.functional as F  # noqa: N812
 
-    from convdoctor.tune.gpu.nvml import NvmlClock
-    from convdoctor.tune.gpu.timing import LaunchTimer
+    from convdoctor.measure.nvml import NvmlClock
+    from convdoctor.measure.timing import LaunchTimer
 
     placements = int(sys.argv[1]) if len(sys.argv) > 1 else 8
     samples = int(sys.argv[2]) if len(sys.argv) > 2 else 40

@@ -20,8 +20,8 @@ import torch  # noqa: I001 - torch before cudnn
 import torch.nn.functional as F
 
 from convdoctor.problem import ConvProblem
-from convdoctor.runtime.plans import PlanExec, _raw_stream
-from convdoctor.tune.gpu.cudnn_plan import ConvPlan, get_handle
+from convdoctor.engines.cudnn_exec import PlanExec, _raw_stream
+from convdoctor.engines.cudnn_enum import build_plan, get_handle
 
 
 def _bench(fn, n: int) -> dict[str, float]:
@@ -46,7 +46,7 @@ def main() -> None:
     x = torch.randn(1, 16, 8, 8, device="cuda")
     w = torch.randn(16, 16, 3, 3, device="cuda")
     y = torch.empty(1, 16, 8, 8, device="cuda")
-    plan = ConvPlan.build(p)
+    plan = build_plan(p)
     ex = PlanExec("cudnn:" + plan.name, p, plan)
     ws = plan.workspace()
     if ws is None or ws.numel() == 0:

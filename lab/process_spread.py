@@ -31,13 +31,13 @@ def child(cfg_name: str, mode: str, variant: str) -> dict:
     import torch
 
     if variant == "import":
-        from convdoctor.tune.gpu.cudnn_plan import get_handle
+        from convdoctor.engines.cudnn_enum import get_handle
         get_handle(0)
     from bench_optimize import CONFIGS as C  # noqa: N811
     from bench_optimize import build
 
-    from convdoctor.runtime.timing import make_step
-    from convdoctor.tune.gpu.nvml import NvmlClock
+    from convdoctor.measure.steps import make_step
+    from convdoctor.measure.nvml import NvmlClock
 
     torch.backends.cudnn.allow_tf32 = True
     torch.backends.cuda.matmul.allow_tf32 = True

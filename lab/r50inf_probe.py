@@ -27,7 +27,7 @@ import torch  # noqa: E402
 
 from convdoctor import zoo  # noqa: E402
 from convdoctor.runtime import graphs as _graphs  # noqa: E402
-from convdoctor.runtime.timing import make_step  # noqa: E402
+from convdoctor.measure.steps import make_step  # noqa: E402
 
 OUT = Path(os.environ.get("OUT") or "probe_out")
 OUT.mkdir(parents=True, exist_ok=True)

@@ -1,18 +1,18 @@
 """Do two tuning runs find the same knob-refined plans? (GPU machine, standalone probe)
 
-Two tuning runs can keep different knob-refined plans (`tune/gpu/refine.py`) when one run's walk
+Two tuning runs can keep different knob-refined plans (`engines/cudnn_refine.py`) when one run's walk
 reaches a plan the other never times. Refinement walks one
 knob at a time from a few seeds picked by a quick, noisy timing, so which neighbourhoods it walks
 can differ between processes. This probe runs `convdoctor tune --problem KEY` (no database, the
-bench's budget and timeout) in fresh processes under refinement VARIANTS (environment settings,
-e.g. more seeds, a wider seed band) and prints one JSON line per run: the variant, the winner and
+bench's budget and timeout) in fresh processes under refinement VARIANTS (declared settings,
+docs/configuration.md: e.g. a longer refinement budget, or none) and prints one JSON line per run: the variant, the winner and
 its median, every refined plan that reached the harness (status, median, the seed it came from),
 the best listed cuDNN plan's median, and every screened-out candidate with the screen's reason.
 
     PYTHONPATH=src python lab/refine_stability.py KEYS_FILE RUNS VARIANT [VARIANT ...]
 
-VARIANT is NAME or NAME:VAR=VALUE,VAR=VALUE (e.g. `wide:CONVDOCTOR_CUDNN_REFINE_SEEDS=8`,
-`plain:CONVDOCTOR_CUDNN_REFINE_SPIN=0` for the quick timer without its spin cover). Runs
+VARIANT is NAME or NAME:VAR=VALUE,VAR=VALUE (e.g. `long:CONVDOCTOR_CUDNN_REFINE_BUDGET_S=12`,
+`off:CONVDOCTOR_CUDNN_REFINE=0`). Runs
 are interleaved (run 1 of every problem and variant, then run 2, ...), so a deadline cuts all
 variants alike.
 """

@@ -14,8 +14,8 @@ import torch.nn.functional as F
 
 from convdoctor.kernels import depthwise as dw
 from convdoctor.problem import ConvProblem
-from convdoctor.runtime.execs import ConvArgs
-from convdoctor.runtime.triton_exec import TritonDwExec
+from convdoctor.engines.base import ConvArgs
+
 
 CALLS = 3000
 
@@ -39,7 +39,7 @@ def main() -> None:
     w = torch.randn(32, 1, 3, 3, device="cuda")
     y = torch.empty_like(x)
     cfg = "c1p256w4"
-    ex = TritonDwExec(dw.PREFIX + cfg, ConvProblem.parse(
+    ex = dw.ENGINE.executor(dw.PREFIX + cfg, ConvProblem.parse(
         "fprop n=1 c=32 h=14 w=14 k=32 r=3 s=3 pad=1 groups=32"))
     a = ConvArgs((1, 1), (1, 1), (1, 1), False, (0, 0), 32)
     res = {

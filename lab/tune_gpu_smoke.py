@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""GPU smoke test of the tuner's CUDA backend (convdoctor.tune.gpu), non-interactive, < ~3 min.
+"""GPU smoke test of the tuner's CUDA backend (convdoctor.tune.cuda_backend), non-interactive, < ~3 min.
 
 For 6 problems x (fprop, dgrad, wgrad): list candidates (cuDNN plans from heuristic modes A/B/
 FALLBACK + bounded engine/knob enumeration, PyTorch's paths), build each, check it against the
@@ -32,9 +32,10 @@ import torch  # noqa: E402  (torch before cudnn)
 
 from convdoctor.problem import ConvProblem  # noqa: E402
 from convdoctor.tune.backend import Candidate, CandidateUnsupported  # noqa: E402
-from convdoctor.tune.gpu import cudnn_plan, roofline  # noqa: E402
-from convdoctor.tune.gpu.backend import CudaBackend  # noqa: E402
-from convdoctor.tune.gpu.nvml import NvmlClock, reason_names  # noqa: E402
+from convdoctor.engines import cudnn_enum as cudnn_plan, roofline  # noqa: E402
+from convdoctor.settings import Settings
+from convdoctor.tune.cuda_backend import CudaBackend  # noqa: E402
+from convdoctor.measure.nvml import NvmlClock, reason_names  # noqa: E402
 
 PROBLEMS = {
     "resnet3x3_fp32_nchw": "n=32 c=256 h=28 w=28 k=256 r=3 s=3 pad=1 dtype=float32 math=tf32 layout=nchw",
@@ -176,7 +177,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
 
     t_start = time.perf_counter()
-    backend = CudaBackend(max_extra=8, enum_budget_s=1.5)
+    backend = CudaBackend(settings=Settings().replace(cudnn_enum_extra=8, cudnn_enum_budget_s=1.5))
     report: dict = {"env": backend.environment(), "cases": {}, "errors": []}
 
     def on_stuck(step: str) -> None:
@@ -228,8 +229,8 @@ def main() -> int:
                 }
             # ConvPlan.build: default (best heuristic) and by name round trip
             try:
-                best = cudnn_plan.ConvPlan.build(p)
-                again = cudnn_plan.ConvPlan.build(p, best.name)
+                best = cudnn_plan.build_plan(p)
+                again = cudnn_plan.build_plan(p, best.name)
                 case["convplan_default"] = {"name": best.name, "ws": best.workspace_bytes,
                                             "same_object_by_name": again is best}
             except Exception as exc:  # noqa: BLE001

@@ -29,15 +29,15 @@ import torch  # noqa: I001 - torch before cudnn
 
 def main() -> None:
     from convdoctor.problem import ConvProblem
-    from convdoctor.tune.gpu import cudnn_plan as cp
-    from convdoctor.tune.gpu.placement import allocate
-    from convdoctor.tune.gpu.timing import LaunchTimer
+    from convdoctor.engines import cudnn_enum as cp
+    from convdoctor.measure.placement import allocate
+    from convdoctor.measure.timing import LaunchTimer
 
     problem = ConvProblem.parse(sys.argv[1])
     names = sys.argv[2:]
     samples = int(os.environ.get("WSP_SAMPLES", "9"))
     torch.backends.cudnn.allow_tf32 = True
-    plans = [cp.ConvPlan.build(problem, n, device=0) for n in names]
+    plans = [cp.build_plan(problem, n, device=0) for n in names]
     s = allocate(problem, 0, wanted=1).sets[0]
     (ra, rb), ro = plans[0].input_roles, plans[0].output_role
     a, b, o = s[ra], s[rb], s[ro]
@@ -79,7 +79,7 @@ def main() -> None:
             del ws
             torch.cuda.empty_cache()
     if os.environ.get("WSP_SWEEP"):  # only: ALLOCS fresh buffers x offsets 0, 4 KiB, STEP, 2 STEP
-        from convdoctor.tune.gpu.placement import WORKSPACE_STEP as STEP
+        from convdoctor.measure.placement import WORKSPACE_STEP as STEP
 
         offs = (0, 4096, STEP, 2 * STEP)
         bufs = [torch.empty(nbytes + 2 * STEP, dtype=torch.uint8, device="cuda:0")
@@ -93,7 +93,7 @@ def main() -> None:
     # the workspace at offset OFF of a fresh buffer PAD bytes longer than it needs (all buffers
     # allocated first and kept, so each has its own memory), then the tuner's geometry: one
     # buffer of 3 * STEP + bytes, views at 0, STEP, 2 STEP, 3 STEP
-    from convdoctor.tune.gpu.placement import WORKSPACE_STEP as STEP
+    from convdoctor.measure.placement import WORKSPACE_STEP as STEP
 
     mib = 1 << 20
     shapes = [(pad, off) for pad in (0, 2 * mib, 8 * mib, 64 * mib)

@@ -24,9 +24,9 @@ import torch  # noqa: I001 - torch before cudnn
 
 def main() -> None:
     from convdoctor.problem import ConvProblem
-    from convdoctor.runtime.plans import PlanExec
-    from convdoctor.tune.gpu.cudnn_plan import empty_for
-    from convdoctor.tune.gpu.timing import LaunchTimer
+    from convdoctor.engines.cudnn_exec import PlanExec
+    from convdoctor.engines.cudnn_enum import empty_for
+    from convdoctor.measure.timing import LaunchTimer
 
     p = ConvProblem.parse(sys.argv[1])
     key, ref_us = "cudnn:" + sys.argv[2], float(sys.argv[3])

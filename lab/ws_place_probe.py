@@ -36,17 +36,17 @@ MiB = 1 << 20
 
 def main() -> None:
     from convdoctor.problem import ConvProblem
-    from convdoctor.tune.gpu import cudnn_plan as cp
-    from convdoctor.tune.gpu.backend import torch_conv
-    from convdoctor.tune.gpu.placement import WORKSPACE_STEP, allocate
-    from convdoctor.tune.gpu.timing import LaunchTimer
+    from convdoctor.engines import cudnn_enum as cp
+    from convdoctor.engines.torch_ops import torch_conv
+    from convdoctor.measure.placement import WORKSPACE_STEP, allocate
+    from convdoctor.measure.timing import LaunchTimer
 
     problem = ConvProblem.parse(sys.argv[1])
     names = sys.argv[2:]
     samples = int(os.environ.get("WSP_SAMPLES", "9"))
     torch.backends.cudnn.allow_tf32 = True
     torch.backends.cuda.matmul.allow_tf32 = False
-    plans = [cp.ConvPlan.build(problem, n, device=0) for n in names]
+    plans = [cp.build_plan(problem, n, device=0) for n in names]
     sets = allocate(problem, 0, wanted=4).sets
     (ra, rb), ro = plans[0].input_roles, plans[0].output_role
     offsets = [0, 256, 4096, 64 << 10, 512 << 10, MiB, WORKSPACE_STEP, 2 * WORKSPACE_STEP,

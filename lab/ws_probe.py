@@ -28,12 +28,12 @@ def _time(fn: Any) -> float:
 
 def main() -> None:
     from convdoctor.problem import ConvProblem
-    from convdoctor.tune.gpu import cudnn_plan as cp
+    from convdoctor.engines import cudnn_enum as cp
 
     key, nws, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
     p = ConvProblem.parse(key)
     torch.backends.cudnn.allow_tf32 = True
-    plans = [cp.ConvPlan.build(p, n) for n in names]
+    plans = [cp.build_plan(p, n) for n in names]
     (ra, rb), ro = plans[0].input_roles, plans[0].output_role
     a = cp.empty_for(p, ra, "cuda:0").uniform_(-1, 1)
     b = cp.empty_for(p, rb, "cuda:0").uniform_(-1, 1)

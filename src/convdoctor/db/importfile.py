@@ -16,7 +16,6 @@ import re
 import time
 from typing import Any
 
-from ..engines.registry import engine_of
 from ..errors import UsageError
 from ..problem import DIRECTIONS, DTYPES, LAYOUTS, MATH_MODES, ConvProblem
 
@@ -27,8 +26,8 @@ MAX_SAMPLES = 1_000_000
 MAX_SIZE = 2**31 - 1              # a tensor dimension, a channel count
 MAX_SECONDS = 1e6                 # any time stored in a record
 BACKENDS = ("cpu", "cuda")
-# the characters of a candidate key; which keys exist is the engine registry's to say
-ENGINE_KEY = re.compile(r"[a-z][a-z0-9-]{0,31}:[A-Za-z0-9_.,=+-]{1,200}")
+# the characters of a candidate key; which keys exist is the engines' registry's to say
+ENGINE_KEY = re.compile(r"[a-z][a-z0-9-]{0,15}:[A-Za-z0-9_.,=+-]{1,200}")
 STATUSES = ("ok", "disqualified", "failed", "screened-out", "unsupported", "not-measured")
 _ENV_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _LABEL = re.compile(r"[a-z][a-z0-9_-]{0,31}")
@@ -79,6 +78,16 @@ def _str(v: Any, where: str, *, max_len: int = MAX_TEXT, choices: tuple[str, ...
     return v
 
 
+def _engine_key(v: Any, where: str) -> str:
+    """A candidate key some engine owns (`engines.registry`)."""
+    from ..engines.registry import engine_of
+
+    key = _str(v, where, max_len=220, pattern=ENGINE_KEY)
+    if engine_of(key) is None:
+        raise _Bad(f"{where} {_show(key)} names no engine convdoctor knows")
+    return key
+
+
 def _list(v: Any, where: str, max_len: int) -> list[Any]:
     if not isinstance(v, list) or len(v) > max_len:
         raise _Bad(f"{where} must be a list of at most {max_len} items, got {_show(v)}")
@@ -122,9 +131,7 @@ def check_problem(d: Any, where: str) -> ConvProblem:
 
 def check_candidate(d: Any, where: str) -> str:
     d = _dict(d, where)
-    key = _str(d.get("key"), f"{where}.key", max_len=240, pattern=ENGINE_KEY)
-    if engine_of(key) is None:
-        raise _Bad(f"{where}.key {_show(key)} is no engine's candidate")
+    key = _engine_key(d.get("key"), f"{where}.key")
     _str(d.get("backend"), f"{where}.backend", pattern=_LABEL)
     _int(d.get("workspace_bytes", 0), f"{where}.workspace_bytes", 0, 2**50)
     _bool(d.get("deterministic", True), f"{where}.deterministic")
@@ -189,8 +196,7 @@ def check_record(rec: Any, where: str, *, now: float) -> None:
         raise _Bad(f"{where} was tuned from a short list: never stored")
     _dict(rec.get("listing", {}), f"{where}.listing")
     for k, v in _dict(rec.get("baselines", {}), f"{where}.baselines").items():
-        if not (isinstance(k, str) and ENGINE_KEY.fullmatch(k) and engine_of(k) is not None):
-            raise _Bad(f"{where}.baselines key {_show(k)} is no engine's candidate")
+        _engine_key(k, f"{where}.baselines key")
         _num(v, f"{where}.baselines.{k}", 0.0, MAX_SECONDS, lo_open=True)
     stats: dict[str, dict[str, Any]] = {}
     for i, c in enumerate(_list(rec.get("candidates"), f"{where}.candidates", MAX_CANDIDATES)):
