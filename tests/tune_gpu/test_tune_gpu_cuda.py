@@ -249,9 +249,9 @@ def test_tuning_problem_after_problem_keeps_no_memory(backend) -> None:
         assert {k[1] for k in cudnn_plan._PLANS} <= {p.key()} | ({dual.key()} if dual else set())
         # the listing's record is this problem's: enumeration counts, the walk's seeds
         assert r.listing["lean"] is False and r.listing["enumeration"]["built"] > 0, r.listing
-        if backend.refine and backend.refine_budget_s > 0:
+        if backend.settings.cudnn_refine and backend.settings.cudnn_refine_budget_s > 0:
             assert r.listing.get("refinement", {}).get("seeds"), r.listing
-            if backend.max_plans == 0:  # a cap may leave a seed out of the candidates
+            if backend.settings.cudnn_max_plans == 0:  # a cap may leave a seed out of the candidates
                 listed = {c.candidate.key for c in r.candidates}
                 assert {k for k, _us in r.listing["refinement"]["seeds"]} <= listed
     backend.release()
@@ -334,7 +334,6 @@ def test_a_plan_runner_guards_each_slot_workspace_gpu(backend, monkeypatch) -> N
     - the replacing path runs for real, and the plan stays correct on what it kept."""
     from convdoctor.measure import wsguard
 
-    monkeypatch.delenv("CONVDOCTOR_WS_GUARD", raising=False)
     p = P(WS_PROBLEM)
     c = _guarded_plan(backend, p)
     r = backend.prepare(p, c)
@@ -373,7 +372,7 @@ def test_a_plan_runner_guards_each_slot_workspace_gpu(backend, monkeypatch) -> N
         assert all(t > 0 for t in r.time(2, slot=slot))
     assert r.check().ok
     r.close()
-    monkeypatch.setenv("CONVDOCTOR_WS_GUARD", "0")
+    monkeypatch.setattr(backend, "settings", backend.settings.replace(ws_guard=False))
     r = backend.prepare(p, c)
     r.warmup()
     r.settle()
@@ -391,7 +390,6 @@ def test_the_runtime_plan_guards_its_workspace_gpu(monkeypatch) -> None:
     from convdoctor.tune.cuda_backend import CudaBackend
 
     pytest.importorskip("cudnn")
-    monkeypatch.delenv("CONVDOCTOR_WS_GUARD", raising=False)
     p = P(WS_PROBLEM)
     c = _guarded_plan(CudaBackend(settings=Settings().replace(cudnn_enum_extra=0, cudnn_enum_budget_s=1.0)), p)
     ex = PlanExec.build(c.key, p, reference_s=10.0)
@@ -424,7 +422,6 @@ def test_the_runtime_dual_plan_guards_its_workspace_with_the_transform_gpu(monke
     from convdoctor.measure import wsguard
 
     pytest.importorskip("cudnn")
-    monkeypatch.delenv("CONVDOCTOR_WS_GUARD", raising=False)
     p = P("fprop n=8 c=64 h=56 w=56 k=64 r=3 s=3 pad=1 dtype=float32 math=tf32")
     dual = policy.dual_problem(p)
     assert dual is not None
@@ -523,10 +520,10 @@ def test_dual_plan_runner_is_correct(backend, text: str) -> None:
 def test_listing_offers_dual_plans_that_run(backend, monkeypatch) -> None:
     """The full listing of a stride-1 depthwise dgrad records its dual listing; the dual plans it
     offers (a band wide enough that some are) build by name and are correct."""
+    from convdoctor.engines import cudnn_dual
     from convdoctor.engines import cudnn_policy as policy
-    from convdoctor.tune import cuda_backend as gb
 
-    monkeypatch.setattr(gb, "DUAL_BAND", 10.0)
+    monkeypatch.setattr(cudnn_dual, "BAND", 10.0)
     p = P("dgrad n=8 c=96 h=28 w=28 k=96 r=3 s=3 pad=1 groups=96 dtype=float32")
     cands = backend.candidates(p)
     rec = backend.listing_info().get("dual")
