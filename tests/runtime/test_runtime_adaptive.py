@@ -11,7 +11,14 @@ from convdoctor.measure.steps import (
     gain_undecided,
     win_margin,
 )
-from convdoctor.runtime.optimizer import graphs_undecided, layout_undecided, layout_verdict
+from convdoctor.runtime.verdicts import (
+    graphs_choice,
+    graphs_undecided,
+    layout_undecided,
+    layout_verdict,
+    replayed_only,
+    routing_choice,
+)
 
 
 def _noisy(ms: float, n: int, rel: float, seed: int) -> list[float]:
@@ -89,7 +96,7 @@ def test_graphs_undecided() -> None:
 
 def test_graphs_undecided_compares_what_the_verdict_compares() -> None:
     """The graph routes' replay counts only when it beats the plain capture (as in
-    `_decide_graphs`). Here the routed replay would be a win over eager (3.9% against a 3.3%
+    `graphs_decision.decide_graphs`). Here the routed replay would be a win over eager (3.9% against a 3.3%
     margin) but is only 1% faster than the plain one on steady samples, so it is not taken; the
     plain replay's 2.9% is what the verdict compares, not yet a win: measure again."""
     eager = _spread(1.03, 0.018)
@@ -101,8 +108,6 @@ def test_graphs_undecided_compares_what_the_verdict_compares() -> None:
 
 
 def test_graphs_choice_takes_the_routes_only_when_they_beat_the_plain_capture() -> None:
-    from convdoctor.runtime.optimizer import graphs_choice
-
     eager = _spread(1.30, 0.001)
     s = {"eager": eager, "graphed": _spread(1.00, 0.001), "graphed_routed": _spread(0.90, 0.001)}
     c = graphs_choice(s, 0.1, None)
@@ -115,8 +120,6 @@ def test_graphs_choice_takes_the_routes_only_when_they_beat_the_plain_capture() 
 
 
 def test_routing_choice() -> None:
-    from convdoctor.runtime.optimizer import routing_choice
-
     s = {"unrouted": _spread(1.0, 0.001), "routed": _spread(0.95, 0.001),
          "routed_nohost": _spread(0.90, 0.001)}
     assert routing_choice(s, None)[::2] == ("routed_nohost", True)
@@ -129,13 +132,11 @@ def test_samples_of_a_graph_that_never_replayed_are_dropped() -> None:
     reach a verdict or the adaptive sampling (the layout's and the graph routes' alike)."""
     from types import SimpleNamespace
 
-    from convdoctor.runtime.optimizer import _replayed_only
-
     s = {"eager": [2.0], "graphed": [1.0], "graphed_routed": [0.5], "as_given_graphed": [0.7]}
     dead, live = SimpleNamespace(replays=0), SimpleNamespace(replays=3)
-    assert _replayed_only(s, {"graphed_routed": dead, "as_given_graphed": live}) == {
+    assert replayed_only(s, {"graphed_routed": dead, "as_given_graphed": live}) == {
         "eager": [2.0], "graphed": [1.0], "as_given_graphed": [0.7]}
-    assert _replayed_only(s, {}) == s
+    assert replayed_only(s, {}) == s
     # What the adaptive sampling decides on. A plain replay 7% ahead of eager behind 6% noise is
     # undecided (measure again); eager-path samples filed under a routed graph that never
     # replayed, here read as a clear win, would have stopped the sampling.
@@ -143,4 +144,5 @@ def test_samples_of_a_graph_that_never_replayed_are_dropped() -> None:
     host = {"eager": [1.0] * 9}
     with_dead = {"eager": eager, "graphed": graphed, "graphed_routed": [v * 0.5 for v in eager]}
     assert not graphs_undecided(with_dead, host, None)
-    assert graphs_undecided(_replayed_only(with_dead, {"graphed_routed": dead}), host, None)
+    assert graphs_undecided(replayed_only(with_dead, {"graphed_routed": dead}), host, None)
+

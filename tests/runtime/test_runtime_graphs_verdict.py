@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from convdoctor.runtime.optimizer import GRAPHS_HOST_BOUND, GRAPHS_TIE, graphs_verdict
+from convdoctor.runtime.verdicts import GRAPHS_HOST_BOUND, GRAPHS_TIE, graphs_verdict
 
 
 @pytest.mark.parametrize("graphed,eager,host,keep", [
@@ -30,7 +30,7 @@ def test_forced_and_constants() -> None:
 
 
 # ---------------------------------------------------------------- layout under CUDA graphs
-from convdoctor.runtime.optimizer import layout_verdict  # noqa: E402
+from convdoctor.runtime.verdicts import layout_verdict  # noqa: E402
 
 
 def _steps(ms: float, n: int = 9, jitter: float = 0.001) -> list[float]:
@@ -72,3 +72,4 @@ def test_layout_margin_from_the_samples() -> None:
     wn, mn, _, _ = layout_verdict(noisy, None)
     assert wq and mq == pytest.approx(0.01)
     assert not wn and mn > 0.02
+
