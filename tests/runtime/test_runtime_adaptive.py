@@ -50,7 +50,7 @@ def test_extend_runs_until_decided_and_stops_at_its_bounds() -> None:
 
 
 def test_layout_undecided_then_decided_with_more_samples() -> None:
-    """Session 21, ResNet-50 fp32 inference: channels_last's replay ~12% faster, but 9 noisy
+    """ResNet-50 fp32 inference on an H100: channels_last's replay ~12% faster, but 9 noisy
     samples each asked for more than that; 4x the samples decide it."""
     few = {"as_given": _noisy(7.3, 9, 0.08, 1), "as_given_graphed": _noisy(7.18, 9, 0.08, 2),
            "channels_last": _noisy(8.6, 9, 0.08, 3),

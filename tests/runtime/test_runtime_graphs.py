@@ -254,7 +254,7 @@ def test_routes_win_under_graphs_only_beyond_the_margin() -> None:
 
 class DwNet(nn.Module):
     """A depthwise 1D layer (conformer-like, k=31): cuDNN plans beat PyTorch's pick 1.5-3x there
-    (session 5 suite), so its graph route is a plan."""
+    on an H100, so its graph route is a plan."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -316,7 +316,7 @@ PLAN = "cudnn:eng67_k2=8"
 
 
 def _unet_result(plan_us: float, *extra: tuple[str, float]) -> object:
-    """3D U-Net, session 6: fprop 2x128x8x16x16 k256 2x2x2/2, eng67 (plan_us) vs torch:heuristic
+    """3D U-Net on an H100: fprop 2x128x8x16x16 k256 2x2x2/2, eng67 (plan_us) vs torch:heuristic
     17.8 us; the plan is the tuner's winner."""
     from convdoctor.problem import ConvProblem
     from convdoctor.tune.backend import Candidate

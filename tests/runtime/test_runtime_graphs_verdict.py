@@ -10,7 +10,7 @@ from convdoctor.runtime.verdicts import GRAPHS_HOST_BOUND, GRAPHS_TIE, graphs_ve
 @pytest.mark.parametrize("graphed,eager,host,keep", [
     (9.0, 10.0, 1.0, True),      # clearly faster
     (9.8, 10.0, 1.0, False),     # 2% faster, not host-bound: within the 3% margin
-    (3.381, 3.404, 2.82, True),  # tie, host-bound eager step (speech train, session 3 run 2)
+    (3.381, 3.404, 2.82, True),  # tie, host-bound eager step (speech front end, training)
     (3.43, 3.404, 2.82, True),   # 0.8% slower: still a tie, host-bound
     (3.46, 3.404, 2.82, False),  # 1.6% slower: not a tie
     (1.101, 1.102, 0.44, False),  # tie but the eager step is not host-bound
@@ -45,7 +45,7 @@ def test_layout_eager_only_is_the_eager_comparison() -> None:
 
 
 def test_layout_is_judged_by_each_layouts_faster_mode() -> None:
-    # 3D U-Net inference, session 20: channels_last wins eagerly on a host-bound step, but the
+    # 3D U-Net inference on an H100: channels_last wins eagerly on a host-bound step, but the
     # NCHW kernels replay faster than the channels_last ones: as given.
     s = {"as_given": _steps(3.156), "channels_last": _steps(2.902),
          "as_given_graphed": _steps(2.35), "channels_last_graphed": _steps(2.79)}

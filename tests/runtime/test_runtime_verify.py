@@ -111,8 +111,8 @@ def test_eager_routes_stay_when_they_win_and_nothing_is_kept_when_nothing_wins()
 
 def test_a_fixed_margin_is_honoured() -> None:
     # routes 5 ms faster on a ~6 ms step: a win by the measured margin, not by a 99% one. The
-    # routes wait 1 ms themselves: with no wait a routed step of under 60 us (a quiet machine)
-    # did beat the 6 ms one by 99% and failed this test (session 19)
+    # routes wait 1 ms themselves: with no wait a routed step takes under 60 us on a quiet
+    # machine, which does beat the 6 ms one by 99%
     m, x, sites, report = _setup(eager_wait=0.001, graph_wait=0.001, unrouted_wait=0.006)
     verify_routing(m, x, sites, report, _opts(margin=0.99), "cpu",
                    keep_sites=True)
