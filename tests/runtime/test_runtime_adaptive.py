@@ -18,6 +18,7 @@ from convdoctor.runtime.verdicts import (
     layout_verdict,
     replayed_only,
     routing_choice,
+    routing_undecided,
 )
 
 
@@ -146,3 +147,13 @@ def test_samples_of_a_graph_that_never_replayed_are_dropped() -> None:
     assert not graphs_undecided(with_dead, host, None)
     assert graphs_undecided(replayed_only(with_dead, {"graphed_routed": dead}), host, None)
 
+
+def test_routing_undecided() -> None:
+    unrouted = _spread(8.25, 0.06)
+    s = {"unrouted": unrouted, "routed": _spread(7.7, 0.06)}
+    assert routing_undecided(s, None)                 # 7% faster behind 6% noise: measure again
+    assert not routing_undecided(s, 0.05)             # a fixed margin: no extension
+    s["routed_nohost"] = [v * 0.5 for v in unrouted]  # a clear win by the fastest variant
+    assert not routing_undecided(s, None)
+    assert not routing_undecided({"unrouted": unrouted, "routed": [v * 1.1 for v in unrouted]},
+                                 None)                # slower: nothing to prove

@@ -73,3 +73,56 @@ def test_layout_margin_from_the_samples() -> None:
     assert wq and mq == pytest.approx(0.01)
     assert not wn and mn > 0.02
 
+
+# ---------------------------------------------------------------- what the graphs decision captures
+from convdoctor.runtime.graphs_decision import decide_graphs, graph_route_differs  # noqa: E402
+from convdoctor.runtime.layout import graph_args  # noqa: E402
+from convdoctor.runtime.options import OptimizeOptions  # noqa: E402
+from convdoctor.runtime.report import DirectionChoice, LayerChoice, OptimizeReport  # noqa: E402
+
+
+def _report(routing: bool, *dirs: DirectionChoice) -> OptimizeReport:
+    r = OptimizeReport(device="cuda", train=True, routing=routing)
+    r.layers.append(LayerChoice("conv", (1, 3, 8, 8), "float32", "contiguous", list(dirs)))
+    return r
+
+
+def test_graph_route_differs() -> None:
+    plan = DirectionChoice("fprop", "cudnn:eng1", "db")
+    plan_g = DirectionChoice("fprop", "cudnn:eng1", "db", graph_key="cudnn:eng2")
+    torch_ = DirectionChoice("fprop", "torch:heuristic", "tuned")
+    torch_g = DirectionChoice("fprop", "torch:heuristic", "tuned", graph_key="cudnn:eng2")
+    untuned = DirectionChoice("fprop", "torch:default", "pytorch", graph_key="cudnn:eng2")
+    # routing on: the plain capture runs the eager routes; only a graph route differs
+    assert not graph_route_differs(_report(True, plan, torch_))
+    assert graph_route_differs(_report(True, plan_g))
+    # routing off: the plain capture runs PyTorch's path; any tuned non-PyTorch route differs
+    assert graph_route_differs(_report(False, plan))
+    assert graph_route_differs(_report(False, torch_g))
+    assert not graph_route_differs(_report(False, torch_))
+    assert not graph_route_differs(_report(False, untuned))  # no tuned choice at all
+
+
+def test_graphs_are_not_tried_where_they_cannot_be() -> None:
+    import torch
+
+    m, x = torch.nn.Conv2d(3, 4, 3), torch.randn(1, 3, 8, 8)
+    for opts, dev, inputs, why in (
+            (OptimizeOptions(graphs=False), "cuda", x, "not asked for"),
+            (OptimizeOptions(), "cpu", x, "CUDA graphs need a CUDA device"),
+            (OptimizeOptions(graphs=True), "cuda", {"x": x}, "graphs need positional tensor")):
+        r = OptimizeReport(device=dev, train=True)
+        assert decide_graphs(m, inputs, opts, False, r, dev) is False
+        assert r.graphs_reason.startswith(why) and not r.graphs
+    assert "forward" not in m.__dict__
+
+
+def test_graph_args_follow_the_layout() -> None:
+    import torch
+
+    x, y = torch.randn(2, 3, 4, 4), torch.randn(2, 5)
+    assert graph_args(x, False) == (x,)
+    got = graph_args([x, y], True)
+    assert got is not None and got[0].is_contiguous(memory_format=torch.channels_last)
+    assert got[1] is y
+    assert graph_args((x, 3), False) is None
