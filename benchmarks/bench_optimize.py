@@ -559,7 +559,7 @@ def _overhead_one(dev: str, n: int, c: int, hw: int, calls: int, repeats: int) -
         if dev == "cuda":
             try:
                 from convdoctor.engines.cudnn_exec import PlanExec
-                from convdoctor.runtime.optimizer import problems_for
+                from convdoctor.runtime.record import problems_for
 
                 rec = {**S._facts(x, m.weight, site.args), "y_shape": tuple(x.shape),
                        "grad": True, "x_requires_grad": True, "w_requires_grad": True}

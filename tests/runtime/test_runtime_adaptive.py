@@ -11,7 +11,15 @@ from convdoctor.measure.steps import (
     gain_undecided,
     win_margin,
 )
-from convdoctor.runtime.optimizer import graphs_undecided, layout_undecided, layout_verdict
+from convdoctor.runtime.verdicts import (
+    graphs_choice,
+    graphs_undecided,
+    layout_undecided,
+    layout_verdict,
+    replayed_only,
+    routing_choice,
+    routing_undecided,
+)
 
 
 def _noisy(ms: float, n: int, rel: float, seed: int) -> list[float]:
@@ -43,7 +51,7 @@ def test_extend_runs_until_decided_and_stops_at_its_bounds() -> None:
 
 
 def test_layout_undecided_then_decided_with_more_samples() -> None:
-    """Session 21, ResNet-50 fp32 inference: channels_last's replay ~12% faster, but 9 noisy
+    """ResNet-50 fp32 inference on an H100: channels_last's replay ~12% faster, but 9 noisy
     samples each asked for more than that; 4x the samples decide it."""
     few = {"as_given": _noisy(7.3, 9, 0.08, 1), "as_given_graphed": _noisy(7.18, 9, 0.08, 2),
            "channels_last": _noisy(8.6, 9, 0.08, 3),
@@ -89,7 +97,7 @@ def test_graphs_undecided() -> None:
 
 def test_graphs_undecided_compares_what_the_verdict_compares() -> None:
     """The graph routes' replay counts only when it beats the plain capture (as in
-    `_decide_graphs`). Here the routed replay would be a win over eager (3.9% against a 3.3%
+    `graphs_decision.decide_graphs`). Here the routed replay would be a win over eager (3.9% against a 3.3%
     margin) but is only 1% faster than the plain one on steady samples, so it is not taken; the
     plain replay's 2.9% is what the verdict compares, not yet a win: measure again."""
     eager = _spread(1.03, 0.018)
@@ -101,8 +109,6 @@ def test_graphs_undecided_compares_what_the_verdict_compares() -> None:
 
 
 def test_graphs_choice_takes_the_routes_only_when_they_beat_the_plain_capture() -> None:
-    from convdoctor.runtime.optimizer import graphs_choice
-
     eager = _spread(1.30, 0.001)
     s = {"eager": eager, "graphed": _spread(1.00, 0.001), "graphed_routed": _spread(0.90, 0.001)}
     c = graphs_choice(s, 0.1, None)
@@ -115,8 +121,6 @@ def test_graphs_choice_takes_the_routes_only_when_they_beat_the_plain_capture() 
 
 
 def test_routing_choice() -> None:
-    from convdoctor.runtime.optimizer import routing_choice
-
     s = {"unrouted": _spread(1.0, 0.001), "routed": _spread(0.95, 0.001),
          "routed_nohost": _spread(0.90, 0.001)}
     assert routing_choice(s, None)[::2] == ("routed_nohost", True)
@@ -129,13 +133,11 @@ def test_samples_of_a_graph_that_never_replayed_are_dropped() -> None:
     reach a verdict or the adaptive sampling (the layout's and the graph routes' alike)."""
     from types import SimpleNamespace
 
-    from convdoctor.runtime.optimizer import _replayed_only
-
     s = {"eager": [2.0], "graphed": [1.0], "graphed_routed": [0.5], "as_given_graphed": [0.7]}
     dead, live = SimpleNamespace(replays=0), SimpleNamespace(replays=3)
-    assert _replayed_only(s, {"graphed_routed": dead, "as_given_graphed": live}) == {
+    assert replayed_only(s, {"graphed_routed": dead, "as_given_graphed": live}) == {
         "eager": [2.0], "graphed": [1.0], "as_given_graphed": [0.7]}
-    assert _replayed_only(s, {}) == s
+    assert replayed_only(s, {}) == s
     # What the adaptive sampling decides on. A plain replay 7% ahead of eager behind 6% noise is
     # undecided (measure again); eager-path samples filed under a routed graph that never
     # replayed, here read as a clear win, would have stopped the sampling.
@@ -143,4 +145,15 @@ def test_samples_of_a_graph_that_never_replayed_are_dropped() -> None:
     host = {"eager": [1.0] * 9}
     with_dead = {"eager": eager, "graphed": graphed, "graphed_routed": [v * 0.5 for v in eager]}
     assert not graphs_undecided(with_dead, host, None)
-    assert graphs_undecided(_replayed_only(with_dead, {"graphed_routed": dead}), host, None)
+    assert graphs_undecided(replayed_only(with_dead, {"graphed_routed": dead}), host, None)
+
+
+def test_routing_undecided() -> None:
+    unrouted = _spread(8.25, 0.06)
+    s = {"unrouted": unrouted, "routed": _spread(7.7, 0.06)}
+    assert routing_undecided(s, None)                 # 7% faster behind 6% noise: measure again
+    assert not routing_undecided(s, 0.05)             # a fixed margin: no extension
+    s["routed_nohost"] = [v * 0.5 for v in unrouted]  # a clear win by the fastest variant
+    assert not routing_undecided(s, None)
+    assert not routing_undecided({"unrouted": unrouted, "routed": [v * 1.1 for v in unrouted]},
+                                 None)                # slower: nothing to prove

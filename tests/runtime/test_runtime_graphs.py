@@ -243,7 +243,7 @@ def test_dropout_masks_change_between_replays_gpu() -> None:
 
 
 def test_routes_win_under_graphs_only_beyond_the_margin() -> None:
-    from convdoctor.runtime.optimizer import routed_graphs_verdict
+    from convdoctor.runtime.verdicts import routed_graphs_verdict
 
     assert routed_graphs_verdict(3.40, 3.20, 0.03)                # 6% faster replay: routes
     assert not routed_graphs_verdict(3.454, 3.382, 0.03)          # 2.1% < a 3% margin
@@ -254,7 +254,7 @@ def test_routes_win_under_graphs_only_beyond_the_margin() -> None:
 
 class DwNet(nn.Module):
     """A depthwise 1D layer (conformer-like, k=31): cuDNN plans beat PyTorch's pick 1.5-3x there
-    (session 5 suite), so its graph route is a plan."""
+    on an H100, so its graph route is a plan."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -271,12 +271,18 @@ def test_graph_routes_are_timed_under_graphs_gpu(tmp_path, monkeypatch) -> None:
     # The eager verify runs with margin=0.9: routing can never win it (it would need to be 10x
     # faster), so only the graph routes can bring plans in (the graphs decision keeps the default
     # margin); whichever wins, training stays the same function.
+    import dataclasses
+
     from convdoctor.runtime import optimizer as O
     from convdoctor.runtime import site as S
-    from convdoctor.runtime.optimizer import _graph_route_differs
+    from convdoctor.runtime.graphs_decision import graph_route_differs
 
-    verify = O._verify
-    monkeypatch.setattr(O, "_verify", lambda *a, **k: verify(*a[:7], 0.9, **k))
+    verify = O.verify_routing
+
+    def verify_at_90(model, inputs, sites, report, opts, *a, **k):  # type: ignore[no-untyped-def]
+        return verify(model, inputs, sites, report, dataclasses.replace(opts, margin=0.9), *a, **k)
+
+    monkeypatch.setattr(O, "verify_routing", verify_at_90)
 
     torch.manual_seed(0)
     ref = DwNet().cuda()
@@ -289,7 +295,7 @@ def test_graph_routes_are_timed_under_graphs_gpu(tmp_path, monkeypatch) -> None:
     assert rep is not None and rep.tuned > 0 and rep.graphs, rep.graphs_reason
     graph_keys = [d.graph_key or d.key for lay in rep.layers for d in lay.directions]
     assert any(k.startswith("cudnn:") for k in graph_keys), graph_keys
-    assert _graph_route_differs(rep) or rep.routing
+    assert graph_route_differs(rep) or rep.routing
     assert "graphed_routed" in rep.graphs_ms, rep.graphs_reason
     assert "graphed with the routes" in rep.graphs_reason
     sites = [S.site_of(mod) for mod in m.modules() if S.site_of(mod) is not None]
@@ -310,7 +316,7 @@ PLAN = "cudnn:eng67_k2=8"
 
 
 def _unet_result(plan_us: float, *extra: tuple[str, float]) -> object:
-    """3D U-Net, session 6: fprop 2x128x8x16x16 k256 2x2x2/2, eng67 (plan_us) vs torch:heuristic
+    """3D U-Net on an H100: fprop 2x128x8x16x16 k256 2x2x2/2, eng67 (plan_us) vs torch:heuristic
     17.8 us; the plan is the tuner's winner."""
     from convdoctor.problem import ConvProblem
     from convdoctor.tune.backend import Candidate
@@ -403,14 +409,14 @@ def test_dual_routes_pay_their_gather_outside_graphs_only() -> None:
 
 def test_a_dual_key_that_does_not_apply_is_a_note_not_an_error() -> None:
     from convdoctor.problem import ConvProblem
-    from convdoctor.runtime.optimizer import _executors
+    from convdoctor.runtime.routes import executors
 
     notes: list[str] = []
     strided = ConvProblem.parse("dgrad n=8 c=64 h=28 w=28 k=64 r=3 s=3 stride=2 pad=1")
-    assert _executors(["cudnn-dual:eng67", "torch:heuristic"], strided, "cuda", notes)[0].key == \
+    assert executors(["cudnn-dual:eng67", "torch:heuristic"], strided, "cuda", notes)[0].key == \
         "torch:heuristic"
     assert len(notes) == 1 and "stride-1 fprop and dgrad only" in notes[0]
-    assert _executors(["cudnn-dual:eng67"], strided, "cpu", []) == []  # plans are CUDA-only
+    assert executors(["cudnn-dual:eng67"], strided, "cpu", []) == []  # plans are CUDA-only
 
 
 def test_triton_routes_pay_their_launcher_outside_graphs_only() -> None:

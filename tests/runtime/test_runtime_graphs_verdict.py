@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from convdoctor.runtime.optimizer import GRAPHS_HOST_BOUND, GRAPHS_TIE, graphs_verdict
+from convdoctor.runtime.verdicts import GRAPHS_HOST_BOUND, GRAPHS_TIE, graphs_verdict
 
 
 @pytest.mark.parametrize("graphed,eager,host,keep", [
     (9.0, 10.0, 1.0, True),      # clearly faster
     (9.8, 10.0, 1.0, False),     # 2% faster, not host-bound: within the 3% margin
-    (3.381, 3.404, 2.82, True),  # tie, host-bound eager step (speech train, session 3 run 2)
+    (3.381, 3.404, 2.82, True),  # tie, host-bound eager step (speech front end, training)
     (3.43, 3.404, 2.82, True),   # 0.8% slower: still a tie, host-bound
     (3.46, 3.404, 2.82, False),  # 1.6% slower: not a tie
     (1.101, 1.102, 0.44, False),  # tie but the eager step is not host-bound
@@ -30,7 +30,7 @@ def test_forced_and_constants() -> None:
 
 
 # ---------------------------------------------------------------- layout under CUDA graphs
-from convdoctor.runtime.optimizer import layout_verdict  # noqa: E402
+from convdoctor.runtime.verdicts import layout_verdict  # noqa: E402
 
 
 def _steps(ms: float, n: int = 9, jitter: float = 0.001) -> list[float]:
@@ -45,7 +45,7 @@ def test_layout_eager_only_is_the_eager_comparison() -> None:
 
 
 def test_layout_is_judged_by_each_layouts_faster_mode() -> None:
-    # 3D U-Net inference, session 20: channels_last wins eagerly on a host-bound step, but the
+    # 3D U-Net inference on an H100: channels_last wins eagerly on a host-bound step, but the
     # NCHW kernels replay faster than the channels_last ones: as given.
     s = {"as_given": _steps(3.156), "channels_last": _steps(2.902),
          "as_given_graphed": _steps(2.35), "channels_last_graphed": _steps(2.79)}
@@ -72,3 +72,57 @@ def test_layout_margin_from_the_samples() -> None:
     wn, mn, _, _ = layout_verdict(noisy, None)
     assert wq and mq == pytest.approx(0.01)
     assert not wn and mn > 0.02
+
+
+# ---------------------------------------------------------------- what the graphs decision captures
+from convdoctor.runtime.graphs_decision import decide_graphs, graph_route_differs  # noqa: E402
+from convdoctor.runtime.layout import graph_args  # noqa: E402
+from convdoctor.runtime.options import OptimizeOptions  # noqa: E402
+from convdoctor.runtime.report import DirectionChoice, LayerChoice, OptimizeReport  # noqa: E402
+
+
+def _report(routing: bool, *dirs: DirectionChoice) -> OptimizeReport:
+    r = OptimizeReport(device="cuda", train=True, routing=routing)
+    r.layers.append(LayerChoice("conv", (1, 3, 8, 8), "float32", "contiguous", list(dirs)))
+    return r
+
+
+def test_graph_route_differs() -> None:
+    plan = DirectionChoice("fprop", "cudnn:eng1", "db")
+    plan_g = DirectionChoice("fprop", "cudnn:eng1", "db", graph_key="cudnn:eng2")
+    torch_ = DirectionChoice("fprop", "torch:heuristic", "tuned")
+    torch_g = DirectionChoice("fprop", "torch:heuristic", "tuned", graph_key="cudnn:eng2")
+    untuned = DirectionChoice("fprop", "torch:default", "pytorch", graph_key="cudnn:eng2")
+    # routing on: the plain capture runs the eager routes; only a graph route differs
+    assert not graph_route_differs(_report(True, plan, torch_))
+    assert graph_route_differs(_report(True, plan_g))
+    # routing off: the plain capture runs PyTorch's path; any tuned non-PyTorch route differs
+    assert graph_route_differs(_report(False, plan))
+    assert graph_route_differs(_report(False, torch_g))
+    assert not graph_route_differs(_report(False, torch_))
+    assert not graph_route_differs(_report(False, untuned))  # no tuned choice at all
+
+
+def test_graphs_are_not_tried_where_they_cannot_be() -> None:
+    import torch
+
+    m, x = torch.nn.Conv2d(3, 4, 3), torch.randn(1, 3, 8, 8)
+    for opts, dev, inputs, why in (
+            (OptimizeOptions(graphs=False), "cuda", x, "not asked for"),
+            (OptimizeOptions(), "cpu", x, "CUDA graphs need a CUDA device"),
+            (OptimizeOptions(graphs=True), "cuda", {"x": x}, "graphs need positional tensor")):
+        r = OptimizeReport(device=dev, train=True)
+        assert decide_graphs(m, inputs, opts, False, r, dev) is False
+        assert r.graphs_reason.startswith(why) and not r.graphs
+    assert "forward" not in m.__dict__
+
+
+def test_graph_args_follow_the_layout() -> None:
+    import torch
+
+    x, y = torch.randn(2, 3, 4, 4), torch.randn(2, 5)
+    assert graph_args(x, False) == (x,)
+    got = graph_args([x, y], True)
+    assert got is not None and got[0].is_contiguous(memory_format=torch.channels_last)
+    assert got[1] is y
+    assert graph_args((x, 3), False) is None

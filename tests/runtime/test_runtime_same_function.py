@@ -228,7 +228,7 @@ def test_same_function_gpu(name: str, route: str, channels_last: bool) -> None:
 def _route(m: nn.Module, x: torch.Tensor, executor: Any) -> S.Site:
     """Install `m` on CUDA, record one call, and route each direction through
     `executor(problem)` (the problem of that direction)."""
-    from convdoctor.runtime.optimizer import problems_for
+    from convdoctor.runtime.record import problems_for
 
     site = S.install(m, "m", "cuda")
     site.recording = []

@@ -71,7 +71,7 @@ def test_channels_last_conversion_is_seen(mode: str) -> None:
     assert not g.ok()
 
 
-# Slot rewrites that fire no registration hook (found in review, session 22): the guard checks
+# Slot rewrites that fire no registration hook: the guard checks
 # every parameter/buffer slot itself, not only after a registration.
 def test_bias_set_to_none_is_seen(mode: str) -> None:
     m = _net()

@@ -1,6 +1,7 @@
 """The end-to-end verify and its margin: routes ranked without host cost can win eagerly (a
 GPU-bound step hides the host cost of a plan call), and the default margin comes from the
-measurement. CPU, with executors that sleep standing in for slow and fast paths."""
+measurement. CPU, with executors that sleep standing in for slow and fast paths; the waits (24 and
+48 ms) stay clear of the tens of milliseconds a loaded 2-core host adds to a step."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ from convdoctor.engines.flag_exec import FlagExec
 from convdoctor.measure.steps import MIN_MARGIN, rel_se_of_median, win_margin
 from convdoctor.runtime import optimizer as O
 from convdoctor.runtime import site as S
+from convdoctor.runtime.options import OptimizeOptions
+from convdoctor.runtime.record import record_calls
+from convdoctor.runtime.report import DirectionChoice, LayerChoice, OptimizeReport
+from convdoctor.runtime.verify import verify_routing
 
 
 class SleepExec(FlagExec):
@@ -39,12 +44,12 @@ class Net(nn.Module):
 
 
 def _setup(eager_wait: float, graph_wait: float, unrouted_wait: float
-           ) -> tuple[Net, torch.Tensor, dict[str, S.Site], O.OptimizeReport]:
+           ) -> tuple[Net, torch.Tensor, dict[str, S.Site], OptimizeReport]:
     torch.manual_seed(0)
     m, x = Net(), torch.randn(1, 3, 8, 8)
     site = S.install(m.conv, "conv", "cpu")
     sites = {"conv": site}
-    key = O._record(m, x, False, sites)["conv"][0]["key"]
+    key = record_calls(m, x, False, sites)["conv"][0]["key"]
 
     def route(ex: FlagExec) -> S.Route:
         chain = S.build_chain([ex], "cpu")
@@ -55,19 +60,24 @@ def _setup(eager_wait: float, graph_wait: float, unrouted_wait: float
     # PyTorch's path (routing off) pays `unrouted_wait` (a pre-hook that sees the shared site)
     m.register_forward_pre_hook(lambda mod, args: None if site.enabled
                                 else time.sleep(unrouted_wait))
-    report = O.OptimizeReport(device="cpu", train=False)
-    report.layers.append(O.LayerChoice(layer="conv", x_shape=(1, 3, 8, 8), dtype="float32",
-                                       memory_format="contiguous", directions=[
-        O.DirectionChoice(direction="fprop", key="cudnn:slow-eager", source="db",
-                          winner_ms=0.5, chain=["cudnn:slow-eager", "torch:default"],
-                          graph_key="cudnn:fast", graph_chain=["cudnn:fast", "torch:default"],
-                          graph_winner_ms=0.1)]))
+    report = OptimizeReport(device="cpu", train=False)
+    report.layers.append(LayerChoice(
+        layer="conv", x_shape=(1, 3, 8, 8), dtype="float32", memory_format="contiguous",
+        directions=[DirectionChoice(
+            direction="fprop", key="cudnn:slow-eager", source="db", winner_ms=0.5,
+            chain=["cudnn:slow-eager", "torch:default"], graph_key="cudnn:fast",
+            graph_chain=["cudnn:fast", "torch:default"], graph_winner_ms=0.1)]))
     return m, x, sites, report
 
 
+def _opts(margin: float | None = None) -> OptimizeOptions:
+    return OptimizeOptions(train=False, steps=6, margin=margin)
+
+
 def test_routes_without_host_cost_win_eagerly_and_become_the_routes() -> None:
-    m, x, sites, report = _setup(eager_wait=0.012, graph_wait=0.0, unrouted_wait=0.006)
-    O._verify(m, x, False, sites, report, "cpu", 6, None, keep_sites=True)
+    m, x, sites, report = _setup(eager_wait=0.048, graph_wait=0.0, unrouted_wait=0.024)
+    verify_routing(m, x, sites, report, _opts(), "cpu",
+                   keep_sites=True)
     assert set(report.verify_ms) == {"routed", "unrouted", "routed_nohost", "chosen"}
     assert report.routing, report.routing_reason
     assert "routed without host cost per plan call" in report.routing_reason
@@ -84,26 +94,29 @@ def test_routes_without_host_cost_win_eagerly_and_become_the_routes() -> None:
 
 
 def test_eager_routes_stay_when_they_win_and_nothing_is_kept_when_nothing_wins() -> None:
-    m, x, sites, report = _setup(eager_wait=0.0, graph_wait=0.012, unrouted_wait=0.006)
-    O._verify(m, x, False, sites, report, "cpu", 6, None, keep_sites=True)
+    m, x, sites, report = _setup(eager_wait=0.0, graph_wait=0.048, unrouted_wait=0.024)
+    verify_routing(m, x, sites, report, _opts(), "cpu",
+                   keep_sites=True)
     assert report.routing and "-> routed" in report.routing_reason, report.routing_reason
     s = sites["conv"]
     assert [r.current(0).key for r in s.routes.values()] == ["cudnn:slow-eager"]
     assert s.graph_routes  # still there for the graphs decision
     assert report.layers[0].directions[0].graph_key == "cudnn:fast"
 
-    m, x, sites, report = _setup(eager_wait=0.012, graph_wait=0.012, unrouted_wait=0.0)
-    O._verify(m, x, False, sites, report, "cpu", 6, None, keep_sites=False)
+    m, x, sites, report = _setup(eager_wait=0.048, graph_wait=0.048, unrouted_wait=0.0)
+    verify_routing(m, x, sites, report, _opts(), "cpu",
+                   keep_sites=False)
     assert not report.routing and "routing was not faster" in report.routing_reason
     assert S.site_of(m.conv) is None  # no wrapper left: exactly PyTorch's path
 
 
 def test_a_fixed_margin_is_honoured() -> None:
     # routes 5 ms faster on a ~6 ms step: a win by the measured margin, not by a 99% one. The
-    # routes wait 1 ms themselves: with no wait a routed step of under 60 us (a quiet machine)
-    # did beat the 6 ms one by 99% and failed this test (session 19)
+    # routes wait 1 ms themselves: with no wait a routed step takes under 60 us on a quiet
+    # machine, which does beat the 6 ms one by 99%
     m, x, sites, report = _setup(eager_wait=0.001, graph_wait=0.001, unrouted_wait=0.006)
-    O._verify(m, x, False, sites, report, "cpu", 6, 0.99, keep_sites=True)
+    verify_routing(m, x, sites, report, _opts(margin=0.99), "cpu",
+                   keep_sites=True)
     assert not report.routing and report.margins["routing"] == 0.99
 
 

@@ -184,12 +184,12 @@ def test_a_failing_guard_keeps_the_plan_and_says_why(monkeypatch, cpu_stream) ->
 
 
 def test_the_optimizer_hands_the_tuned_median_as_the_reference() -> None:
-    from convdoctor.runtime.optimizer import _tuned_s
+    from convdoctor.runtime.routes import tuned_s
 
     stats = {"cudnn:eng68_k2=0": SimpleNamespace(median_s=5.9e-4),
              "torch:heuristic": SimpleNamespace(median_s=None)}
     res = SimpleNamespace(stats_for=stats.get)
-    assert _tuned_s(res, "cudnn:eng68_k2=0") == 5.9e-4
-    assert _tuned_s(res, "torch:heuristic") is None
-    assert _tuned_s(res, "cudnn:other") is None
-    assert _tuned_s(None, "cudnn:eng68_k2=0") is None
+    assert tuned_s(res, "cudnn:eng68_k2=0") == 5.9e-4
+    assert tuned_s(res, "torch:heuristic") is None
+    assert tuned_s(res, "cudnn:other") is None
+    assert tuned_s(None, "cudnn:eng68_k2=0") is None

@@ -1,9 +1,9 @@
 """Whole-model CUDA graphs: replay the model's forward (and its backward when training) as captured
 CUDA graphs for the one input signature `optimize` was given; every other call runs eagerly.
 
-Why: the models the issue names are host-bound on an H100 (a ResNet-50 bf16 training step issued
-19.4 ms of CPU work for a 19.5 ms step, session 2); a replayed graph launches the whole forward or
-backward with one call. Numerics are unchanged: the graph holds exactly the kernels the eager step
+Why: convolutional models are often host-bound on an H100 (a ResNet-50 bf16 training step issued
+19.4 ms of CPU work for a 19.5 ms step); a replayed graph launches the whole forward or backward
+with one call. Numerics are unchanged: the graph holds exactly the kernels the eager step
 launched (the routed convolutions included), recorded once.
 
 How (the recipe of torch.cuda.make_graphed_callables, written out so that outputs and gradients are

@@ -1,0 +1,76 @@
+"""`OptimizeOptions`: the parameters of `optimize` (all but the model and its inputs) and the
+`Settings` of the process, as one checked, frozen value handed to each step."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import UsageError
+from ..settings import Settings
+
+if TYPE_CHECKING:
+    import torch
+
+_AUTO_OR_BOOL = ("auto", True, False)
+
+
+@dataclass(frozen=True)
+class OptimizeOptions:
+    """What `optimize` was asked for (its keyword parameters, same names and defaults).
+
+    Raises UsageError on construction when a value is out of its range, so each step may trust
+    what it reads here.
+    """
+
+    train: bool = True
+    db: Any = None                       # a TuningDB, a path, None (default database), False (none)
+    tune_missing: bool = True
+    input_shape: Any = None
+    dtype: torch.dtype | None = None     # of the inputs made from `input_shape`
+    channels_last: bool | str = "auto"
+    tune_on_first_sight: bool = False
+    backend: str = "auto"
+    verify: bool = True
+    budget_s: float = 2.0
+    steps: int = 10
+    margin: float | None = None
+    progress: Any = None
+    isolate: bool = True
+    tune_time_limit_s: float | None = None
+    graphs: bool | str = "auto"
+    settings: Settings = field(default_factory=Settings)
+
+    def __post_init__(self) -> None:
+        m = self.margin
+        if m is not None and not (_real(m) and 0 <= m < 1):
+            raise UsageError(f"margin must be a number in [0, 1) or None, not {m!r}")
+        if self.graphs not in _AUTO_OR_BOOL:
+            raise UsageError(f"graphs must be 'auto', True or False, not {self.graphs!r}")
+        if self.channels_last not in _AUTO_OR_BOOL:
+            raise UsageError(f"channels_last must be 'auto', True or False, "
+                             f"not {self.channels_last!r}")
+        if isinstance(self.steps, bool) or not isinstance(self.steps, numbers.Integral) \
+                or self.steps < 1:
+            raise UsageError(f"steps must be a whole number >= 1, not {self.steps!r}")
+        if not (_real(self.budget_s) and self.budget_s > 0):
+            raise UsageError(f"budget_s must be a number of seconds > 0, not {self.budget_s!r}")
+        t = self.tune_time_limit_s
+        if t is not None and not (_real(t) and t >= 0):
+            raise UsageError(f"tune_time_limit_s must be a number of seconds >= 0 or None, "
+                             f"not {t!r}")
+
+    def graphs_possible(self, device_type: str) -> bool:
+        """Whole-model CUDA graphs may be tried: asked for or "auto", on a CUDA device."""
+        return self.graphs is not False and device_type == "cuda"
+
+    def graph_routes(self, device_type: str) -> bool:
+        """Routes ranked without host cost per plan call are built: on CUDA, when `verify`
+        times them end to end."""
+        return device_type == "cuda" and self.verify
+
+
+def _real(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(float(v))

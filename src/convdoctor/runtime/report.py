@@ -1,0 +1,66 @@
+"""What `optimize` chose and measured: one `OptimizeReport` per optimized model, a `LayerChoice`
+per recorded call signature of a conv layer, a `DirectionChoice` per direction it runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class DirectionChoice:
+    direction: str
+    key: str
+    source: str                      # "db" | "tuned" | "pytorch" (no tuned choice)
+    problem: str = ""
+    winner_ms: float | None = None
+    baseline_ms: float | None = None  # PyTorch's own path for this problem, measured by the tuner
+    baseline_key: str = ""
+    chain: list[str] = field(default_factory=list)
+    graph_key: str = ""              # the route under CUDA graphs when it differs (no host cost)
+    graph_chain: list[str] = field(default_factory=list)
+    graph_winner_ms: float | None = None
+
+
+@dataclass
+class LayerChoice:
+    layer: str
+    x_shape: tuple[int, ...]
+    dtype: str
+    memory_format: str
+    directions: list[DirectionChoice] = field(default_factory=list)
+
+
+@dataclass
+class OptimizeReport:
+    device: str
+    train: bool
+    channels_last: bool = False
+    channels_last_reason: str = ""
+    layout_ms: dict[str, float] = field(default_factory=dict)
+    graphs: bool = False
+    graphs_reason: str = ""
+    graphs_ms: dict[str, float] = field(default_factory=dict)
+    routing: bool = True
+    routing_reason: str = ""
+    verify_ms: dict[str, float] = field(default_factory=dict)
+    # the relative gain each decision needed to count as a win (`margin`, or the measurement's)
+    margins: dict[str, float] = field(default_factory=dict)
+    # how many extra rounds of samples each undecided decision took (`measure.steps.MAX_EXTENSIONS`)
+    extensions: dict[str, int] = field(default_factory=dict)
+    layers: list[LayerChoice] = field(default_factory=list)
+    problems: int = 0
+    from_db: int = 0
+    tuned: int = 0
+    untuned: int = 0
+    tuning_s: float = 0.0
+    optimize_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def speedup(self) -> float | None:
+        """End-to-end: PyTorch eager as given / the optimized model (measured in `optimize`)."""
+        base = self.layout_ms.get("as_given")
+        best = self.graphs_ms.get("chosen") or self.verify_ms.get("chosen")
+        if not base or not best:
+            return None
+        return base / best

@@ -1,0 +1,165 @@
+"""Choices for the model's problems: database lookups, then tuning of what is missing.
+
+One `Tuning` holds the database and one backend; with `isolate` the candidates run in a worker
+process, started only when a problem must be tuned. A backend that cannot start leaves every
+convolution on PyTorch's path (with a note), never an error.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..problem import ConvProblem
+from ..settings import Settings
+from .options import OptimizeOptions
+from .report import OptimizeReport
+
+# problem key -> (tuning result, "db" | "tuned")
+Results = dict[str, tuple[Any, str]]
+
+
+def open_db(db: Any) -> Any:
+    """`optimize`'s `db` argument as a database: False -> None (no database), None -> the default
+    database, a database object as is, anything else -> the TuningDB at that path."""
+    if db is False:
+        return None
+    try:
+        from ..db.store import TuningDB
+    except Exception:  # noqa: BLE001
+        return db if db not in (None, False) and hasattr(db, "get") else None
+    if db is None:
+        return TuningDB()
+    if isinstance(db, TuningDB) or hasattr(db, "get"):
+        return db
+    return TuningDB(db)
+
+
+class Tuning:
+    """Database lookups and tuning with one backend (a worker process started only if needed)."""
+
+    def __init__(self, db: Any, backend: str, budget_s: float, isolate: bool,
+                 settings: Settings) -> None:
+        self.settings = settings
+        self.db = open_db(db)
+        self.backend_name = backend
+        self.budget_s = budget_s
+        self.isolate = isolate
+        self._be: Any = None
+        self._worker: Any = None
+        self.env: dict[str, str] | None = None
+        self.available = True
+        self.why = ""
+        try:
+            from ..tune.backend import get_backend
+            from ..tune.harness import environment_of
+
+            self._be = get_backend(backend, self.settings)
+            self.env = environment_of(self._be)
+        except Exception as exc:  # noqa: BLE001 - no tuner: PyTorch's path everywhere
+            self.available = False
+            self.why = f"tuning backend unavailable ({type(exc).__name__}: {exc})"
+
+    @classmethod
+    def of(cls, opts: OptimizeOptions) -> Tuning:
+        return cls(opts.db, opts.backend, opts.budget_s, opts.isolate, opts.settings)
+
+    def lookup(self, problem: ConvProblem) -> Any:
+        if not self.available or self.db is None or self.env is None:
+            return None
+        try:
+            return self.db.get(problem, self.env)
+        except Exception:  # noqa: BLE001 - the database is a cache
+            return None
+
+    def tune(self, problem: ConvProblem, progress: Any = None) -> Any:
+        if not self.available:
+            return None
+        from ..tune.harness import tune_problem
+
+        be = self._be
+        if self.isolate:
+            if self._worker is None:
+                from ..tune.worker import WorkerBackend
+
+                self._worker = WorkerBackend(self.backend_name, settings=self.settings)
+            be = self._worker
+        return tune_problem(problem, backend=be, db=self.db, budget_s=self.budget_s,
+                            progress=progress)
+
+    def close(self) -> None:
+        if self._worker is not None:
+            try:
+                self._worker.shutdown()
+            except Exception:  # noqa: BLE001
+                pass
+            self._worker = None
+
+
+def _won(res: Any) -> bool:
+    return res is not None and getattr(res, "winner", None) is not None
+
+
+def find_results(problems: dict[str, ConvProblem], opts: OptimizeOptions,
+                 report: OptimizeReport) -> Results:
+    """A tuning result with a winner for each problem that has one: from the database, else
+    tuned (`opts.tune_missing`, within `opts.tune_time_limit_s`). Counts and notes go to
+    `report`; a problem without a result runs PyTorch's path."""
+    results: Results = {}
+    tuning = Tuning.of(opts)
+    if not tuning.available:
+        report.notes.append(tuning.why + "; every convolution runs PyTorch's path")
+    t0 = time.monotonic()
+    try:
+        missing = []
+        for pk, p in problems.items():
+            res = tuning.lookup(p)
+            if _won(res):
+                results[pk] = (res, "db")
+                report.from_db += 1
+            else:
+                missing.append((pk, p))
+        if missing and opts.tune_missing and tuning.available:
+            _tune_missing(tuning, missing, opts, report, results, t0)
+    finally:
+        tuning.close()
+    report.tuning_s = time.monotonic() - t0
+    report.untuned = len(problems) - len(results)
+    return results
+
+
+def _tune_missing(tuning: Tuning, missing: list[tuple[str, ConvProblem]], opts: OptimizeOptions,
+                  report: OptimizeReport, results: Results, t0: float) -> None:
+    """Tune `missing` in order with a progress bar (the caller's `opts.progress`, or one of our
+    own), until `opts.tune_time_limit_s` after `t0`; winners go to `results`."""
+    prog = opts.progress
+    if prog is None:
+        from ..progress import Progress
+
+        prog = Progress(len(missing), "convdoctor: tuning")
+    limit = opts.tune_time_limit_s
+    try:
+        skipped = 0
+        for pk, p in missing:
+            if limit is not None and time.monotonic() - t0 > limit:
+                skipped += 1
+                continue
+            prog.update(0, p.short())
+            try:
+                res = tuning.tune(p, prog)
+            except Exception as exc:  # noqa: BLE001 - one problem failing keeps PyTorch's path
+                report.notes.append(f"tuning {p.short()} failed: {type(exc).__name__}: {exc}")
+                res = None
+            prog.update(1, p.short())
+            if _won(res):
+                results[pk] = (res, "tuned")
+                report.tuned += 1
+            elif res is not None:
+                why = "; ".join(getattr(res, "notes", []) or []) or "no candidate won"
+                report.notes.append(f"{p.short()}: not tuned ({why}); PyTorch's path")
+        if skipped:
+            report.notes.append(f"tuning time limit ({limit:.0f} s) reached: "
+                                f"{skipped} problems not tuned, PyTorch's path")
+    finally:
+        if opts.progress is None:
+            prog.close()

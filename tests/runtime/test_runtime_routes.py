@@ -1,0 +1,218 @@
+"""From recorded calls to routes on the CPU: calls deduplicated into problems, database lookups and
+tuning with their notes and time limit, executors built once per problem and per kind of layer (a
+transposed layer whose problem equals a plain layer's gets no engine that cannot run it)."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from convdoctor.problem import ConvProblem
+from convdoctor.runtime import optimizer as O
+from convdoctor.runtime import site as S
+from convdoctor.runtime import tuning as T
+from convdoctor.runtime.options import OptimizeOptions
+from convdoctor.runtime.record import distinct_calls, problems_for, record_calls
+from convdoctor.runtime.report import OptimizeReport
+from convdoctor.runtime.routes import ExecutorCache
+from convdoctor.tune.backend import Candidate
+from convdoctor.tune.result import CandidateStats, TuneResult
+
+
+def _result(p: ConvProblem, *keys_us: tuple[str, float], backend: str = "cpu") -> TuneResult:
+    stats = [CandidateStats(candidate=Candidate(k, backend), samples=[us * 1e-6] * 5)
+             for k, us in keys_us]
+    return TuneResult(problem=p, env={}, backend=backend, winner=stats[0].candidate,
+                      candidates=stats)
+
+
+# ---------------------------------------------------------------------- record
+def test_calls_are_deduplicated_per_signature_and_problems_overall() -> None:
+    m = nn.Sequential(nn.Conv2d(4, 4, 3, padding=1), nn.Conv2d(4, 4, 3, padding=1))
+    sites = {n: S.install(mod, n, "cpu") for n, mod in m.named_modules() if S.routable(mod)}
+    x = torch.randn(2, 4, 8, 8)
+    recs = record_calls(m, x, True, sites)
+    recs["0"] = recs["0"] * 2  # the same signature twice
+    notes: list[str] = []
+    calls = distinct_calls(recs, True, notes)
+    assert [len(v) for v in calls.per_site.values()] == [1, 1]
+    # both layers pose the same wgrad and fprop; the first has no dgrad (its input needs none)
+    assert sorted(p.direction for p in calls.problems.values()) == ["dgrad", "fprop", "wgrad"]
+    assert not notes
+    for mod in m.modules():
+        S.uninstall(mod)
+
+
+def test_a_call_that_cannot_be_modelled_is_a_note() -> None:
+    m = nn.Conv2d(4, 4, 3, padding=1)
+    site = S.install(m, "c", "cpu")
+    rec = record_calls(m, torch.randn(1, 4, 8, 8), False, {"c": site})["c"][0]
+    bad = dict(rec, key="other", x_shape=(1, 4, 8, 8, 8, 8))  # no 4D conv problem
+    notes: list[str] = []
+    calls = distinct_calls({"c": [rec, bad]}, False, notes)
+    assert calls.per_site["c"]["other"][1] == {} and len(calls.problems) == 1
+    assert len(notes) == 1 and notes[0].startswith("c: not tunable")
+    S.uninstall(m)
+
+
+# ---------------------------------------------------------------------- tuning
+class FakeTuning:
+    """Stands in for `tuning.Tuning`: a database of `stored`, tuning that returns `tuned`."""
+
+    stored: dict[str, Any] = {}
+    tuned: dict[str, Any] = {}
+    tuned_keys: list[str] = []
+
+    def __init__(self, *a: Any) -> None:
+        self.available, self.why = True, ""
+
+    @classmethod
+    def of(cls, opts: OptimizeOptions) -> FakeTuning:
+        return cls()
+
+    def lookup(self, p: ConvProblem) -> Any:
+        return self.stored.get(p.key())
+
+    def tune(self, p: ConvProblem, progress: Any = None) -> Any:
+        self.tuned_keys.append(p.key())
+        r = self.tuned[p.key()]
+        if isinstance(r, Exception):
+            raise r
+        return r
+
+    def close(self) -> None:
+        pass
+
+
+class QuietProgress:
+    def update(self, n: int = 1, note: str = "") -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _problems(*texts: str) -> dict[str, ConvProblem]:
+    ps = [ConvProblem.parse(t) for t in texts]
+    return {p.key(): p for p in ps}
+
+
+def test_find_results_counts_sources_and_notes_failures(monkeypatch) -> None:
+    probs = _problems("fprop n=1 c=8 h=8 w=8 k=8 r=3 s=3 pad=1",
+                      "fprop n=1 c=8 h=16 w=16 k=8 r=3 s=3 pad=1",
+                      "fprop n=1 c=8 h=32 w=32 k=8 r=3 s=3 pad=1",
+                      "fprop n=1 c=8 h=64 w=64 k=8 r=3 s=3 pad=1")
+    a, b, c, d = probs.values()
+    lost = TuneResult(problem=c, env={}, backend="cpu", winner=None, candidates=[],
+                      notes=["timings not trusted"])
+    monkeypatch.setattr(FakeTuning, "stored", {a.key(): _result(a, ("cpu:mkldnn-off", 9.0))})
+    monkeypatch.setattr(FakeTuning, "tuned", {b.key(): _result(b, ("cpu:mkldnn-on", 5.0)),
+                                              c.key(): lost, d.key(): RuntimeError("worker died")})
+    monkeypatch.setattr(FakeTuning, "tuned_keys", [])
+    monkeypatch.setattr(T, "Tuning", FakeTuning)
+    report = OptimizeReport(device="cpu", train=False)
+    res = T.find_results(probs, OptimizeOptions(progress=QuietProgress()), report)
+    assert {k: src for k, (_, src) in res.items()} == {a.key(): "db", b.key(): "tuned"}
+    assert (report.from_db, report.tuned, report.untuned) == (1, 1, 2)
+    assert any("not tuned (timings not trusted)" in n for n in report.notes), report.notes
+    assert any("failed: RuntimeError: worker died" in n for n in report.notes), report.notes
+
+    report = OptimizeReport(device="cpu", train=False)
+    FakeTuning.tuned_keys.clear()
+    res = T.find_results(probs, OptimizeOptions(tune_missing=False), report)
+    assert list(res) == [a.key()] and not FakeTuning.tuned_keys and report.untuned == 3
+
+    report = OptimizeReport(device="cpu", train=False)
+    res = T.find_results(probs, OptimizeOptions(progress=QuietProgress(), tune_time_limit_s=0.0,
+                                                budget_s=1.0), report)
+    assert not FakeTuning.tuned_keys and list(res) == [a.key()]
+    assert any("time limit (0 s) reached: 3 problems not tuned" in n for n in report.notes)
+
+
+def test_without_a_backend_every_convolution_runs_pytorch(monkeypatch) -> None:
+    def broken(*a: Any, **k: Any) -> Any:
+        raise RuntimeError("no device")
+
+    monkeypatch.setattr("convdoctor.tune.backend.get_backend", broken)
+    report = OptimizeReport(device="cpu", train=False)
+    probs = _problems("fprop n=1 c=8 h=8 w=8 k=8 r=3 s=3 pad=1")
+    assert T.find_results(probs, OptimizeOptions(db=False), report) == {}
+    assert report.untuned == 1
+    assert report.notes == ["tuning backend unavailable (RuntimeError: no device); every "
+                            "convolution runs PyTorch's path"]
+
+
+def test_open_db() -> None:
+    class Mem:
+        def get(self, *a: Any) -> None:
+            return None
+
+    mem = Mem()
+    assert T.open_db(False) is None and T.open_db(mem) is mem
+
+
+# ---------------------------------------------------------------------- routes
+def test_executors_are_built_once_per_problem_and_kind_of_layer() -> None:
+    p = ConvProblem.parse("dgrad n=2 c=4 h=8 w=8 k=8 r=3 s=3 pad=1")
+    res = _result(p, ("torch:gemm", 50.0), ("torch:heuristic", 80.0), backend="cuda")
+    notes: list[str] = []
+    cache = ExecutorCache("cpu", True, True, notes)
+    plain = cache.eager(p, res, False)
+    assert [ex.key for ex in plain] == ["torch:gemm", "torch:heuristic"]
+    assert cache.eager(p, res, False) is plain
+    assert [ex.key for ex in cache.eager(p, res, True)] == ["torch:heuristic"]
+    # the ranking without host cost is the same here: no second set of executors
+    assert cache.graphed(p, res, False) == []
+    assert not notes
+
+
+class AutoEncoder(nn.Module):
+    """A plain 1x1 layer 4 -> 8 and a transposed 1x1 layer 8 -> 4 at the same resolution: the
+    plain layer's dgrad and the transposed layer's fprop are the same problem."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.enc = nn.Conv2d(4, 8, 1)
+        self.dec = nn.ConvTranspose2d(8, 4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dec(torch.relu(self.enc(x)))
+
+
+def test_a_transposed_layer_sharing_a_problem_gets_no_engine_it_cannot_run(tmp_path: Path
+                                                                           ) -> None:
+    from convdoctor.db.store import TuningDB
+    from convdoctor.tune.backend import get_backend
+    from convdoctor.tune.harness import environment_of
+
+    torch.manual_seed(0)
+    m = AutoEncoder()
+    x = torch.randn(2, 4, 8, 8, requires_grad=True)
+    sites = {n: S.install(mod, n, "cpu") for n, mod in m.named_modules() if S.routable(mod)}
+    recs = record_calls(m, x, True, sites)
+    for mod in m.modules():
+        S.uninstall(mod)
+    enc, dec = (problems_for(recs[n][0], True) for n in ("enc", "dec"))
+    assert enc["dgrad"].key() == dec["fprop"].key()
+    env = environment_of(get_backend("cpu"))
+    with TuningDB(tmp_path / "db.sqlite3") as db:
+        for p in O.model_problems(m, x, train=True):
+            r = _result(p, ("torch:gemm", 50.0), ("torch:heuristic", 80.0))
+            db.put(TuneResult(problem=p, env=env, backend="cpu", winner=r.winner,
+                              candidates=r.candidates))
+    O.optimize(m, x, db=tmp_path / "db.sqlite3", tune_missing=False, channels_last=False,
+               verify=False, backend="cpu")
+    rep = O.report_of(m)
+    assert rep is not None
+    by_layer = {lay.layer: lay for lay in rep.layers}
+    assert {d.direction: d.key for d in by_layer["enc"].directions} == {
+        "fprop": "torch:gemm", "dgrad": "torch:gemm", "wgrad": "torch:gemm"}
+    assert all("torch:gemm" not in d.chain for d in by_layer["dec"].directions)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no route fails and falls back
+        m(x).sum().backward()
+    O.restore(m)
