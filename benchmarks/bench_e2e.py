@@ -88,7 +88,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         import convdoctor
 
         with amp:
-            convdoctor.optimize(model, x, train=True, db=args.db, progress=args.progress)
+            convdoctor.optimize(model, x, train=True, db=args.db)
         rep = convdoctor.report_of(model)
         if rep is not None:
             rec["optimize"] = {"problems": rep.problems, "from_db": rep.from_db,
@@ -200,7 +200,6 @@ def main() -> int:
     ap.add_argument("--precision", help=argparse.SUPPRESS)
     ap.add_argument("--mode", help=argparse.SUPPRESS)
     ap.add_argument("--db", help=argparse.SUPPRESS)
-    ap.add_argument("--progress", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child(args)), flush=True)

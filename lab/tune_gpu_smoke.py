@@ -6,7 +6,7 @@ FALLBACK + bounded engine/knob enumeration, PyTorch's paths), build each, check 
 float64 reference (output poisoned), time it (L2 flush, CUDA events; median of N), and print a table.
 torch:heuristic runs in the backend's private child worker (PyTorch caches its cuDNN choice per
 process under a key that ignores the benchmark flag, so it cannot share a process with
-torch:benchmark). Also: ConvPlan.build by name, NVML clock, roofline peaks.
+torch:benchmark). Also: build_plan by name, NVML clock, roofline peaks.
 
 Run from the repo root:  OUT=/tmp/out PYTHONPATH=src python lab/tune_gpu_smoke.py
 Writes $OUT/tune_gpu_smoke.json (log lines on stdout, summary table last).
@@ -32,7 +32,8 @@ import torch  # noqa: E402  (torch before cudnn)
 
 from convdoctor.problem import ConvProblem  # noqa: E402
 from convdoctor.tune.backend import Candidate, CandidateUnsupported  # noqa: E402
-from convdoctor.engines import cudnn_enum as cudnn_plan, roofline  # noqa: E402
+from convdoctor.engines import cudnn_enum as cudnn_plan  # noqa: E402
+from convdoctor.measure import roofline  # noqa: E402
 from convdoctor.settings import Settings
 from convdoctor.tune.cuda_backend import CudaBackend  # noqa: E402
 from convdoctor.measure.nvml import NvmlClock, reason_names  # noqa: E402
@@ -227,7 +228,7 @@ def main() -> int:
                     "by_source": {s: sum(1 for x in en.built() if x.source == s)
                                   for s in ("A", "B", "FALLBACK", "enum")},
                 }
-            # ConvPlan.build: default (best heuristic) and by name round trip
+            # build_plan: default (best heuristic) and by name round trip
             try:
                 best = cudnn_plan.build_plan(p)
                 again = cudnn_plan.build_plan(p, best.name)

@@ -25,7 +25,7 @@ import torch  # noqa: I001 - torch before cudnn
 def main() -> None:
     from convdoctor.problem import ConvProblem
     from convdoctor.engines.cudnn_exec import PlanExec
-    from convdoctor.engines.cudnn_enum import empty_for
+    from convdoctor.measure.buffers import empty_for
     from convdoctor.measure.timing import LaunchTimer
 
     p = ConvProblem.parse(sys.argv[1])
