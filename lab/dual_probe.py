@@ -140,11 +140,11 @@ def _plans(cudnn: Any, problem: Any, handle: Any, w_dims: list[int], w_strides: 
 
 
 def probe(key: str) -> dict[str, Any]:
-    from convdoctor.problem import ConvProblem
-    from convdoctor.engines import xform
     from convdoctor.engines import cudnn_policy as policy
-    from convdoctor.engines.torch_ops import reference_cuda as reference
+    from convdoctor.engines import xform
     from convdoctor.engines.cudnn_enum import build_plan, get_handle, import_cudnn
+    from convdoctor.engines.torch_ops import reference_cuda as reference
+    from convdoctor.problem import ConvProblem
 
     _, cudnn = import_cudnn()
     p = ConvProblem.parse(key)

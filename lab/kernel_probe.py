@@ -135,12 +135,11 @@ def _time(fn: Any) -> float:
 def child(problem_key: str, paths: list[str]) -> dict[str, Any]:
     import torch
 
-    from convdoctor.problem import ConvProblem
     from convdoctor.engines.cudnn_enum import build_plan
-    from convdoctor.engines.torch_ops import torch_conv, torch_flags
-    from convdoctor.measure.buffers import empty_for
     from convdoctor.engines.cudnn_policy import plan_name_of
-    from convdoctor.measure.buffers import io_roles
+    from convdoctor.engines.torch_ops import torch_conv, torch_flags
+    from convdoctor.measure.buffers import empty_for, io_roles
+    from convdoctor.problem import ConvProblem
 
     p = ConvProblem.parse(problem_key)
     (ra, rb), ro = io_roles(p.direction)

@@ -57,11 +57,11 @@ def _values(lo: int, hi: int, st: int) -> list[int]:
 def explore(key: str, cap: int, budget: float, top_engines: int) -> dict[str, Any]:
     import torch
 
-    from convdoctor.problem import ConvProblem
     from convdoctor.engines import cudnn_enum as cp
-    from convdoctor.engines.torch_ops import torch_conv, torch_flags
     from convdoctor.engines.cudnn_policy import parse_plan_name
+    from convdoctor.engines.torch_ops import torch_conv, torch_flags
     from convdoctor.measure.buffers import io_roles
+    from convdoctor.problem import ConvProblem
 
     t0 = time.perf_counter()
     p = ConvProblem.parse(key)

@@ -19,9 +19,9 @@ import time
 import torch  # noqa: I001 - torch before cudnn
 import torch.nn.functional as F
 
-from convdoctor.problem import ConvProblem
-from convdoctor.engines.cudnn_exec import PlanExec, _raw_stream
 from convdoctor.engines.cudnn_enum import build_plan, get_handle
+from convdoctor.engines.cudnn_exec import PlanExec, _raw_stream
+from convdoctor.problem import ConvProblem
 
 
 def _bench(fn, n: int) -> dict[str, float]:

@@ -36,8 +36,8 @@ def child(cfg_name: str, mode: str, variant: str) -> dict:
     from bench_optimize import CONFIGS as C  # noqa: N811
     from bench_optimize import build
 
-    from convdoctor.measure.steps import make_step
     from convdoctor.measure.nvml import NvmlClock
+    from convdoctor.measure.steps import make_step
 
     torch.backends.cudnn.allow_tf32 = True
     torch.backends.cuda.matmul.allow_tf32 = True

@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT / "src"))
 import torch  # noqa: E402
 
 from convdoctor import zoo  # noqa: E402
-from convdoctor.runtime import graphs as _graphs  # noqa: E402
 from convdoctor.measure.steps import make_step  # noqa: E402
+from convdoctor.runtime import graphs as _graphs  # noqa: E402
 
 OUT = Path(os.environ.get("OUT") or "probe_out")
 OUT.mkdir(parents=True, exist_ok=True)

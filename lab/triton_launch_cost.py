@@ -12,10 +12,9 @@ import time
 import torch
 import torch.nn.functional as F
 
+from convdoctor.engines.base import ConvArgs
 from convdoctor.kernels import depthwise as dw
 from convdoctor.problem import ConvProblem
-from convdoctor.engines.base import ConvArgs
-
 
 CALLS = 3000
 

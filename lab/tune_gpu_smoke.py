@@ -30,13 +30,13 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import torch  # noqa: E402  (torch before cudnn)
 
-from convdoctor.problem import ConvProblem  # noqa: E402
-from convdoctor.tune.backend import Candidate, CandidateUnsupported  # noqa: E402
 from convdoctor.engines import cudnn_enum as cudnn_plan  # noqa: E402
 from convdoctor.measure import roofline  # noqa: E402
-from convdoctor.settings import Settings
-from convdoctor.tune.cuda_backend import CudaBackend  # noqa: E402
 from convdoctor.measure.nvml import NvmlClock, reason_names  # noqa: E402
+from convdoctor.problem import ConvProblem  # noqa: E402
+from convdoctor.settings import Settings  # noqa: E402
+from convdoctor.tune.backend import Candidate, CandidateUnsupported  # noqa: E402
+from convdoctor.tune.cuda_backend import CudaBackend  # noqa: E402
 
 PROBLEMS = {
     "resnet3x3_fp32_nchw": "n=32 c=256 h=28 w=28 k=256 r=3 s=3 pad=1 dtype=float32 math=tf32 layout=nchw",

@@ -28,10 +28,10 @@ import torch  # noqa: I001 - torch before cudnn
 
 
 def main() -> None:
-    from convdoctor.problem import ConvProblem
     from convdoctor.engines import cudnn_enum as cp
     from convdoctor.measure.placement import allocate
     from convdoctor.measure.timing import LaunchTimer
+    from convdoctor.problem import ConvProblem
 
     problem = ConvProblem.parse(sys.argv[1])
     names = sys.argv[2:]

@@ -23,10 +23,10 @@ import torch  # noqa: I001 - torch before cudnn
 
 
 def main() -> None:
-    from convdoctor.problem import ConvProblem
     from convdoctor.engines.cudnn_exec import PlanExec
     from convdoctor.measure.buffers import empty_for
     from convdoctor.measure.timing import LaunchTimer
+    from convdoctor.problem import ConvProblem
 
     p = ConvProblem.parse(sys.argv[1])
     key, ref_us = "cudnn:" + sys.argv[2], float(sys.argv[3])

@@ -35,11 +35,11 @@ MiB = 1 << 20
 
 
 def main() -> None:
-    from convdoctor.problem import ConvProblem
     from convdoctor.engines import cudnn_enum as cp
     from convdoctor.engines.torch_ops import torch_conv
     from convdoctor.measure.placement import WORKSPACE_STEP, allocate
     from convdoctor.measure.timing import LaunchTimer
+    from convdoctor.problem import ConvProblem
 
     problem = ConvProblem.parse(sys.argv[1])
     names = sys.argv[2:]

@@ -27,8 +27,8 @@ def _time(fn: Any) -> float:
 
 
 def main() -> None:
-    from convdoctor.problem import ConvProblem
     from convdoctor.engines import cudnn_enum as cp
+    from convdoctor.problem import ConvProblem
 
     key, nws, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
     p = ConvProblem.parse(key)
