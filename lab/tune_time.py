@@ -81,7 +81,7 @@ def one(problem: Any, variant: str, budget_s: float) -> dict[str, Any]:
     for c in cands:
         kinds[c.key.split(":")[0] + ":" + c.key.split(":")[1][:3]] = kinds.get(
             c.key.split(":")[0] + ":" + c.key.split(":")[1][:3], 0) + 1
-    win = res.winner_stats()
+    win = res.winner_stats
     return {"problem": problem.short(), "variant": variant, "candidates": len(cands),
             "rest_s": round(harness_s - listing_s - cost, 3),
             "kinds": kinds, "listing_s": round(listing_s, 3),
