@@ -1,12 +1,27 @@
-"""The knowledge base: message patterns, causes and their fixes, cuDNN status codes and the map from
-other convdoctor findings to cause ids, all loaded from the JSON files in data/ (cached)."""
+"""The knowledge base, one list of message patterns loaded from data/:
+
+- `patterns.json`: patterns written from real messages (each with examples and their public URL);
+- `templates/*.json`: message templates read in the frameworks' and libraries' sources (each with
+  its source file and version), and the CUDA runtime/driver error tables (`cuda_errors.json`).
+
+Every entry becomes a `Pattern`: a case-insensitive regex, a role (`failure`, `context`, `noise`),
+vote weights per cause and the share of its meaning left open (`unknown`). Template causes are
+probabilities; they become weights on the same scale as patterns.json (`ROLE_SCALE`).
+
+Matching stays fast on big logs through required literals: each pattern's regex parse tree gives
+the literal runs one of which any match must contain (`required_literals`), and `PatternIndex`
+files each pattern under one 4-character piece of its rarest literal, so a line is only tried
+against patterns whose pieces it contains.
+"""
 
 from __future__ import annotations
 
 import functools
 import json
 import re
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -18,6 +33,11 @@ CAUSE_IDS: tuple[str, ...] = (
     "non-contiguous-input", "empty-tensor", "unsupported-config", "illegal-memory-access",
     "hardware-fault", "harmless-warning", "unknown",
 )
+# vote weight of a template cause with probability 1, by role (patterns.json's specific messages
+# vote 10-12; its context lines 1-6; its noise 3-6)
+ROLE_SCALE = {"failure": 12.0, "context": 5.0, "noise": 6.0}
+GENERIC_SHARE = 0.6   # a failure pattern whose strongest cause has less than this share is generic
+GRAM = 4
 
 
 @dataclass(frozen=True)
@@ -26,9 +46,14 @@ class Pattern:
     regex: re.Pattern[str]
     causes: dict[str, float]
     role: str
-    examples: tuple[dict[str, str], ...]
+    examples: tuple[dict[str, str], ...] = ()
     note: str = ""
     keys: tuple[str, ...] | None = None  # lower-case literals, one of which any match contains
+    source: str = ""                     # where the pattern comes from (URL, or file@version)
+    unknown: float = 0.0                 # weight left to causes the pattern does not name
+    levels: tuple[str, ...] = ()         # log levels the message is normally printed at (W: a warning)
+    origin: str = "patterns"             # patterns | template | cuda-errors
+    generic: bool = False                # failure message whose causes are spread (a status, not a cause)
 
     def may_match(self, low: str) -> bool:
         """Cheap gate on the lower-cased line before the regex runs."""
@@ -46,7 +71,7 @@ def required_literals(pattern: str) -> tuple[str, ...] | None:
     except ImportError:  # Python 3.10
         import sre_parse  # type: ignore[no-redef]
     tree = list(sre_parse.parse(pattern))
-    branches: list[list] = [tree]
+    branches: list[list] = [tree]  # type: ignore[type-arg]
     if len(tree) == 1:
         op, av = tree[0]
         if str(op) == "BRANCH":
@@ -74,15 +99,136 @@ def _load(name: str) -> Any:
     return json.loads(text)
 
 
+def _is_generic(causes: dict[str, float], unknown: float, role: str) -> bool:
+    total = sum(v for v in causes.values() if v > 0) + unknown
+    return role == "failure" and bool(causes) and max(causes.values()) < GENERIC_SHARE * total
+
+
+def _make(pid: str, regex: str, causes: dict[str, float], role: str, **kw: Any) -> Pattern:
+    unknown = float(kw.pop("unknown", 0.0))
+    causes = {k: float(v) for k, v in causes.items() if k != "unknown" and k in CAUSE_IDS}
+    return Pattern(id=pid, regex=re.compile(regex, re.IGNORECASE), causes=causes, role=role,
+                   keys=required_literals(regex), unknown=unknown,
+                   generic=_is_generic(causes, unknown, role), **kw)
+
+
+def _curated() -> Iterator[Pattern]:
+    for p in _load("patterns.json")["patterns"]:
+        ex = tuple(p.get("examples", ()))
+        yield _make(p["id"], p["regex"], p["causes"], p["role"], examples=ex, note=p.get("note", ""),
+                    source=ex[0]["source"] if ex else "", levels=tuple(p.get("levels", ())))
+
+
+def _scaled(causes: dict[str, float], role: str) -> tuple[dict[str, float], float]:
+    scale = ROLE_SCALE.get(role, 5.0)
+    return ({k: v * scale for k, v in causes.items() if k != "unknown"},
+            float(causes.get("unknown", 0.0)) * scale)
+
+
+def _template_files() -> list[str]:
+    folder = resources.files("convdoctor.explain").joinpath("data", "templates")
+    try:
+        return sorted(p.name for p in folder.iterdir() if p.name.endswith(".json"))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _templates() -> Iterator[Pattern]:
+    for name in _template_files():
+        data = _load(f"templates/{name}")
+        if "templates" in data:
+            yield from _source_templates(name, data)
+        else:
+            yield from _cuda_errors(data)
+
+
+def _source_templates(name: str, data: dict[str, Any]) -> Iterator[Pattern]:
+    src = data.get("source", {})
+    for t in data["templates"]:
+        role = t.get("role", "failure")
+        causes, unknown = _scaled(t.get("causes", {}), role)
+        where = f"{t.get('repo') or src.get('repo', '')}/{t.get('file', '')}@{t.get('version') or src.get('version', '')}"
+        ex = ({"text": t["example"], "source": where},) if t.get("example") else ()
+        try:
+            yield _make(f"{name[:-5]}:{t['id']}", t["regex"], causes, role, unknown=unknown, examples=ex,
+                        note=t.get("rationale", ""), source=where, levels=tuple(t.get("levels", ())),
+                        origin="template")
+        except re.error:
+            continue
+
+
+# how CUDA error names and descriptions appear in logs: the name itself (cudaErrorX, CUDA_ERROR_X),
+# or the description after the framework's prefix ("CUDA error: out of memory", "Status: ...")
+_DESC_PREFIX = (r"(?:cuda(?: runtime)? error(?: \(\d+\))?\s*:|CUDA failure \d+:|Status:|cuda\w*Error\w*\s*[:(]"
+                r"|CUDA_ERROR_\w+:|CUresult\W+\w+:|cuInit: \w+:)\s*")
+
+
+def _cuda_errors(data: dict[str, Any]) -> Iterator[Pattern]:
+    src = data.get("source", {})
+    for table in ("runtime", "driver"):
+        doc = src.get(f"{table}_doc", {})
+        where = f"{doc.get('file', table)}@{doc.get('version', '')}"
+        for e in data.get(table, []):
+            role = e.get("role", "context")
+            causes, unknown = _scaled(e.get("causes", {}), role)
+            alts = [rf"\b{re.escape(e['name'])}\b"]
+            desc = (e.get("description") or "").strip()
+            if len(desc.split()) >= 2:
+                alts.append(_DESC_PREFIX + re.escape(desc).replace(r"\ ", r"\s+"))
+            yield _make(f"cuda:{e['name']}", "|".join(alts), causes, role, unknown=unknown,
+                        examples=({"text": e["name"] + (": " + desc if desc else ""), "source": where},),
+                        note=e.get("rationale", ""), source=where, origin="cuda-errors")
+
+
 @functools.lru_cache(maxsize=1)
 def patterns() -> tuple[Pattern, ...]:
-    out = []
-    for p in _load("patterns.json")["patterns"]:
-        out.append(Pattern(id=p["id"], regex=re.compile(p["regex"], re.IGNORECASE),
-                           causes={k: float(v) for k, v in p["causes"].items()}, role=p["role"],
-                           examples=tuple(p.get("examples", ())), note=p.get("note", ""),
-                           keys=required_literals(p["regex"])))
+    out: list[Pattern] = list(_curated())
+    seen = {p.id for p in out}
+    for p in _templates():
+        if p.id not in seen:
+            seen.add(p.id)
+            out.append(p)
     return tuple(out)
+
+
+@dataclass
+class PatternIndex:
+    """Patterns filed under one 4-character piece of a required literal (the rarest piece of each
+    literal, counted over all literals), plus those without literals (always tried)."""
+    by_gram: dict[str, list[int]] = field(default_factory=dict)
+    always: list[int] = field(default_factory=list)
+    pats: tuple[Pattern, ...] = ()
+
+    def candidates(self, low: str) -> list[Pattern]:
+        hits: set[int] = set(self.always)
+        by_gram = self.by_gram
+        for i in range(len(low) - GRAM + 1):
+            ids = by_gram.get(low[i:i + GRAM])
+            if ids:
+                hits.update(ids)
+        return [self.pats[i] for i in sorted(hits)]
+
+
+def build_index(pats: tuple[Pattern, ...]) -> PatternIndex:
+    freq: Counter[str] = Counter()
+    for p in pats:
+        for k in p.keys or ():
+            freq.update({k[i:i + GRAM] for i in range(len(k) - GRAM + 1)})
+    idx = PatternIndex(pats=pats)
+    for n, p in enumerate(pats):
+        if not p.keys or any(len(k) < GRAM for k in p.keys):
+            idx.always.append(n)
+            continue
+        for k in p.keys:
+            grams = [k[i:i + GRAM] for i in range(len(k) - GRAM + 1)]
+            best = min(grams, key=lambda g: (freq[g], g))
+            idx.by_gram.setdefault(best, []).append(n)
+    return idx
+
+
+@functools.lru_cache(maxsize=4)
+def index(role_set: frozenset[str]) -> PatternIndex:
+    return build_index(tuple(p for p in patterns() if p.role in role_set))
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,0 +1,182 @@
+"""Score `convdoctor explain` on a labelled message corpus (tests/explain/corpus/*.jsonl format).
+
+Each message is explained as `convdoctor explain - --json --no-live` would (in-process:
+`convdoctor.explain(text)`); the answer is the first cause of the ranked list. Printed: top-1 and
+top-3 accuracy overall and per group, the `unknown` rate on real failures (all labels but
+harmless-warning), the confusion of the misses, the reliability table and the expected calibration
+error (10 equal-width bins) of the top cause's confidence.
+
+    python benchmarks/bench_explain_corpus.py FILE.jsonl [FILE.jsonl ...]
+        scores with the shipped calibration (data/calibration.json): the figures a user gets.
+    python benchmarks/bench_explain_corpus.py --cv 10 FILE.jsonl ...
+        grouped cross-validation by repository: the messages are split into folds by `repo`; each
+        fold's confidences come from a calibration map fitted on the other folds only, so no
+        repository is used both to fit and to evaluate.
+    python benchmarks/bench_explain_corpus.py --fit src/convdoctor/explain/data/calibration.json FILE.jsonl ...
+        fits the shipped map on all the given messages and writes it, with how it was fitted.
+
+Ranking uses no fitted parameter, so top-1/top-3 are the same with or without --cv; only the
+confidences change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from convdoctor.explain import explain  # noqa: E402
+from convdoctor.explain.calibrate import (  # noqa: E402
+    IDENTITY,
+    CalibrationMap,
+    ece,
+    fit_isotonic,
+    reliability,
+    shipped,
+)
+
+GROUPS = ("pytorch", "tensorflow", "jax", "other")
+MIN_BLOCK = 15
+
+
+def load(paths: list[str]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for p in paths:
+        for n, line in enumerate(Path(p).read_text(encoding="utf-8").splitlines(), 1):
+            if line.strip():
+                row = json.loads(line)
+                row.setdefault("_file", Path(p).name)
+                rows.append(row)
+    return rows
+
+
+def predict(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record per message: the ranked ids, the top cause's evidence share and confidence."""
+    out = []
+    for r in rows:
+        d = explain(r["text"])
+        ids = d.ids()
+        out.append({"id": r["id"], "repo": r["repo"], "group": r["group"], "cause": r["cause"],
+                    "pred": ids[0], "ids": ids, "share": float(d.looked_at.get("evidence_share", 0.0)),
+                    "confidence": d.causes[0].confidence if ids[0] != "unknown" else 0.0,
+                    "alt_hit": r["cause"] in ids[1:4]})
+    return out
+
+
+def folds_by_repo(preds: list[dict[str, Any]], k: int) -> list[list[int]]:
+    """Repositories assigned to k folds (largest first to the smallest fold; ties by a hash of the
+    name, so the split is deterministic and independent of file order)."""
+    by_repo: dict[str, list[int]] = collections.defaultdict(list)
+    for i, p in enumerate(preds):
+        by_repo[p["repo"].lower()].append(i)
+    order = sorted(by_repo, key=lambda r: (-len(by_repo[r]), hashlib.sha256(r.encode()).hexdigest()))
+    folds: list[list[int]] = [[] for _ in range(k)]
+    for repo in order:
+        min(folds, key=len).extend(by_repo[repo])
+    return [f for f in folds if f]
+
+
+def _fit(preds: list[dict[str, Any]], meta: dict[str, Any] | None = None) -> CalibrationMap:
+    answered = [p for p in preds if p["pred"] != "unknown"]
+    wrong = [p for p in answered if p["pred"] != p["cause"]]
+    return fit_isotonic([p["share"] for p in answered], [p["pred"] == p["cause"] for p in answered],
+                        min_block=MIN_BLOCK, alt_hits=sum(p["alt_hit"] for p in wrong), alt_total=len(wrong),
+                        meta=meta)
+
+
+def cross_validate(preds: list[dict[str, Any]], k: int) -> None:
+    """Replace each record's confidence by one from a map fitted on the other folds."""
+    for fold in folds_by_repo(preds, k):
+        held = set(fold)
+        cmap = _fit([p for i, p in enumerate(preds) if i not in held])
+        for i in fold:
+            if preds[i]["pred"] != "unknown":
+                preds[i]["confidence"] = round(min(0.99, max(0.01, cmap(preds[i]["share"]))), 2)
+
+
+def report(preds: list[dict[str, Any]], title: str) -> dict[str, Any]:
+    def acc(rows: list[dict[str, Any]], k: int = 1) -> float:
+        return sum(r["cause"] in r["ids"][:k] for r in rows) / len(rows) if rows else float("nan")
+
+    real = [p for p in preds if p["cause"] != "harmless-warning"]
+    conf = [p["confidence"] for p in preds]
+    correct = [p["pred"] == p["cause"] for p in preds]
+    res: dict[str, Any] = {
+        "title": title, "n": len(preds), "repos": len({p["repo"].lower() for p in preds}),
+        "top1": acc(preds), "top3": acc(preds, 3),
+        "unknown_on_real_failures": sum(p["pred"] == "unknown" for p in real) / len(real) if real else 0.0,
+        "groups": {g: {"n": len(rs), "top1": acc(rs), "top3": acc(rs, 3)}
+                   for g in GROUPS if (rs := [p for p in preds if p["group"] == g])},
+        "ece": ece(conf, correct), "reliability": reliability(conf, correct),
+    }
+    print(f"\n== {title}: {res['n']} messages from {res['repos']} repositories/sites")
+    print(f"top-1 {res['top1']:.1%}   top-3 {res['top3']:.1%}   unknown on real failures "
+          f"{res['unknown_on_real_failures']:.1%} ({sum(p['pred'] == 'unknown' for p in real)}/{len(real)})")
+    for g, v in res["groups"].items():
+        print(f"  {g:10s} n={v['n']:4d}  top-1 {v['top1']:.1%}  top-3 {v['top3']:.1%}")
+    print(f"reliability (confidence of the first cause; ECE {res['ece']:.3f}):")
+    print("  bin        n   mean conf  accuracy")
+    for r in res["reliability"]:
+        if r["n"]:
+            print(f"  {r['bin']}  {r['n']:4d}   {r['confidence']:.3f}     {r['accuracy']:.3f}")
+    return res
+
+
+def misses(preds: list[dict[str, Any]]) -> None:
+    conf = collections.Counter((p["cause"], p["pred"]) for p in preds if p["cause"] != p["pred"])
+    print("misses (label -> answer: count):")
+    for (a, b), n in conf.most_common():
+        print(f"  {a:26s} -> {b:26s} {n}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--cv", type=int, default=0, metavar="K", help="grouped K-fold cross-validation by repo")
+    ap.add_argument("--fit", metavar="OUT", help="fit the calibration map on all messages and write it")
+    ap.add_argument("--misses", action="store_true", help="list every miss")
+    ap.add_argument("--json", metavar="OUT", help="also write the figures as JSON")
+    args = ap.parse_args(argv)
+    rows = load(args.files)
+    t0 = time.perf_counter()
+    preds = predict(rows)
+    secs = time.perf_counter() - t0
+    if args.fit:
+        meta = {"fitted_on": [{"file": Path(f).name, "sha256": hashlib.sha256(Path(f).read_bytes()).hexdigest()[:16]}
+                              for f in args.files],
+                "messages": len(preds), "method": f"isotonic (pool-adjacent-violators), blocks of >= {MIN_BLOCK}, "
+                "add-one smoothing; x = the first cause's evidence share, y = whether it was the labelled cause",
+                "command": "python benchmarks/bench_explain_corpus.py --fit " + " ".join(args.files),
+                "date": datetime.date.today().isoformat()}
+        cmap = _fit(preds, meta)
+        Path(args.fit).write_text(json.dumps(cmap.to_dict(), indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {args.fit}: {len(cmap.xs)} knots, alt_coverage {cmap.alt_coverage:.3f}")
+        return 0
+    if args.cv:
+        cross_validate(preds, args.cv)
+        title = f"grouped {args.cv}-fold cross-validation by repository"
+    else:
+        title = "shipped calibration" if shipped() is not IDENTITY else "no calibration map shipped"
+    res = report(preds, title)
+    res["seconds"] = round(secs, 2)
+    print(f"({secs:.1f} s for {len(preds)} messages)")
+    if args.misses:
+        misses(preds)
+        for p in preds:
+            if p["pred"] != p["cause"]:
+                print(f"  MISS {p['id']:6s} {p['group']:10s} {p['cause']} -> {p['pred']}  {p['ids'][1:3]}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
