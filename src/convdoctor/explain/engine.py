@@ -145,6 +145,7 @@ class _Votes:
     evidence: dict[str, list[Evidence]] = field(default_factory=dict)
     reasons: dict[str, list[str]] = field(default_factory=dict)
     unknown: float = 0.0
+    noise: dict[str, float] = field(default_factory=dict)
 
     def add(self, cause: str, weight: float, reason: str | None = None) -> None:
         self.score[cause] = self.score.get(cause, 0.0) + weight
@@ -187,12 +188,12 @@ def _vote_patterns(m: _Matches) -> _Votes:
         for cause, w in best.items():
             votes.add(cause, w)
         votes.unknown += unknown
-    # noise: one vote per noise pattern
+    # noise: one vote per noise pattern, kept apart (they count only when nothing failed)
     for pid, evs in m.fired.items():
         p = by_id[pid]
         if p.role == "noise":
             for cause, w in p.causes.items():
-                votes.add(cause, w)
+                votes.noise[cause] = votes.noise.get(cause, 0.0) + w
                 for ev in evs[:2]:
                     votes.cite(cause, ev)
     return votes
@@ -266,8 +267,10 @@ def analyze(lines: Iterable[tuple[int, str]], *, looked_at: dict[str, Any] | Non
     for cause, w, reason in outcome.votes:
         votes.add(cause, w, reason)
 
-    if any(s > 0 for c, s in votes.score.items() if c not in NON_FAILURE):
-        votes.score.pop("harmless-warning", None)
+    if not any(s > 0 for c, s in votes.score.items() if c not in NON_FAILURE):
+        for cause, w in votes.noise.items():   # only noise in this log: it is what there is to explain
+            votes.add(cause, w)
+    votes.score.pop("unknown", None)
     ranked = sorted(((c, s) for c, s in votes.score.items() if s > 0), key=lambda cs: -cs[1])
     table = cause_table()
     out: list[Cause] = []

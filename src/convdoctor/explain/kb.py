@@ -147,7 +147,7 @@ def _source_templates(name: str, data: dict[str, Any]) -> Iterator[Pattern]:
     for t in data["templates"]:
         role = t.get("role", "failure")
         causes, unknown = _scaled(t.get("causes", {}), role)
-        where = f"{t.get('repo') or src.get('repo', '')}/{t.get('file', '')}@{t.get('version') or src.get('version', '')}"
+        where = _where(t.get("repo") or src.get("repo", ""), t.get("file", ""), t.get("version") or src.get("version", ""))
         ex = ({"text": t["example"], "source": where},) if t.get("example") else ()
         try:
             yield _make(f"{name[:-5]}:{t['id']}", t["regex"], causes, role, unknown=unknown, examples=ex,
@@ -155,6 +155,13 @@ def _source_templates(name: str, data: dict[str, Any]) -> Iterator[Pattern]:
                         origin="template")
         except re.error:
             continue
+
+
+def _where(repo: str, path: str, version: str) -> str:
+    """A link to the source file at the version read, where the version is a commit or a tag."""
+    if repo and path and re.fullmatch(r"[0-9a-f]{7,40}|v?\d+(?:\.\d+)+[\w.-]*", version or ""):
+        return f"https://github.com/{repo}/blob/{version}/{path}"
+    return f"{repo}/{path}@{version}" if version else f"{repo}/{path}"
 
 
 # how CUDA error names and descriptions appear in logs: the name itself (cudaErrorX, CUDA_ERROR_X),
