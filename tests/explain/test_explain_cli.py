@@ -101,3 +101,42 @@ def test_run_bad_command() -> None:
     assert p.returncode == 2 and b"command not found" in p.stderr
     p = _run(["run"])
     assert p.returncode == 2 and b"nothing to run" in p.stderr
+
+
+def test_log_escape_sequences_never_reach_the_terminal(tmp_path: Path) -> None:
+    log = tmp_path / "a.log"
+    log.write_bytes(b"\x1b]0;PWNED\x07\x1b[2J\x1b[31mRuntimeError: cuDNN error: CUDNN_STATUS_BAD_PARAM\n"
+                    b"\x9b31m\x1bP1;2|x\x1b\\ \x0e\x7f ok\n")
+    p = _run(["explain", "--no-live", "--file", str(log)])
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert b"CUDNN_STATUS_BAD_PARAM" in out
+    for raw in (b"\x1b", b"\x07", b"\x9b", b"\xc2\x9b", b"\x0e", b"\x7f"):
+        assert raw not in out, raw
+    # the JSON keeps the text (escaped by the JSON encoder)
+    p = _run(["explain", "--json", "--no-live", "--file", str(log)])
+    assert b"\x1b" not in p.stdout and json.loads(p.stdout)["cause"] != "unknown"
+
+
+def test_closed_stdin_is_one_line_and_exit_2() -> None:
+    import os
+
+    p = subprocess.run(CLI + ["explain", "--no-live", "-"], capture_output=True, timeout=60,
+                       stdin=None, preexec_fn=lambda: os.close(0))
+    assert p.returncode == 2
+    err = p.stderr.decode()
+    assert "Traceback" not in err and len(err.strip().splitlines()) <= 2 and "standard input" in err
+
+
+def test_full_disk_on_output_is_one_line_and_exit_2() -> None:
+    if not Path("/dev/full").exists():
+        import pytest
+
+        pytest.skip("no /dev/full here")
+    with open("/dev/full", "wb") as full:
+        p = subprocess.run(CLI + ["explain", "--json", "--no-live", "Torch not compiled with CUDA enabled"],
+                           stdout=full, stderr=subprocess.PIPE, timeout=60)
+    err = p.stderr.decode()
+    assert p.returncode == 2
+    assert "Traceback" not in err and "Exception ignored" not in err
+    assert "cannot write the output" in err and len(err.strip().splitlines()) <= 2

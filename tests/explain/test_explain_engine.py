@@ -350,3 +350,20 @@ def test_cudnn_channel_divisibility_check_message() -> None:
     msg = ("RuntimeError: CUDNN_BACKEND_OPERATION: cudnnFinalize Failed(0 == wDimA[1]) || (0 == xDimA[1]) || "
            "(0 != xDimA[1] % wDimA[1]) cudnn_status: CUDNN_STATUS_BAD_PARAM")
     assert explain(msg).cause_id == "channel-mismatch"
+
+
+def test_print_diagnosis_is_readable_text() -> None:
+    d = explain("\x1b[31mRuntimeError: cuDNN error: CUDNN_STATUS_BAD_PARAM\x1b[0m")
+    text = str(d)
+    assert text.startswith("cause 1. ") and text == d.render()
+    assert "Diagnosis(" not in text and "\x1b" not in text
+
+
+def test_render_escapes_control_characters_from_anywhere() -> None:
+    from convdoctor.explain.render import safe
+
+    assert safe("a\x1b[2Jb\x07c\x9b\u202ee\tf\ng") == "ab\\x07c\\x9b\\u202ee\tf\ng"
+    d = explain("RuntimeError: cuDNN error: CUDNN_STATUS_BAD_PARAM")
+    d.causes[0].reasons.append("from a log: \x1b]0;title\x07 \x1b[31mred")
+    d.looked_at["total_lines"] = "\x1b[2J"
+    assert "\x1b" not in d.render() and "\x07" not in d.render()
