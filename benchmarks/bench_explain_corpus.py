@@ -33,93 +33,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from convdoctor.explain import explain  # noqa: E402
-from convdoctor.explain.calibrate import (  # noqa: E402
-    IDENTITY,
-    CalibrationMap,
-    ece,
-    fit_isotonic,
-    reliability,
-    shipped,
-)
-
-GROUPS = ("pytorch", "tensorflow", "jax", "other")
-MIN_BLOCK = 15
-
-
-def load(paths: list[str]) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    for p in paths:
-        for n, line in enumerate(Path(p).read_text(encoding="utf-8").splitlines(), 1):
-            if line.strip():
-                row = json.loads(line)
-                row.setdefault("_file", Path(p).name)
-                rows.append(row)
-    return rows
-
-
-def predict(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One record per message: the ranked ids, the top cause's evidence share and confidence."""
-    out = []
-    for r in rows:
-        d = explain(r["text"])
-        ids = d.ids()
-        out.append({"id": r["id"], "repo": r["repo"], "group": r["group"], "cause": r["cause"],
-                    "pred": ids[0], "ids": ids, "share": float(d.looked_at.get("evidence_share", 0.0)),
-                    "confidence": d.causes[0].confidence if ids[0] != "unknown" else 0.0,
-                    "alt_hit": r["cause"] in ids[1:4]})
-    return out
-
-
-def folds_by_repo(preds: list[dict[str, Any]], k: int) -> list[list[int]]:
-    """Repositories assigned to k folds (largest first to the smallest fold; ties by a hash of the
-    name, so the split is deterministic and independent of file order)."""
-    by_repo: dict[str, list[int]] = collections.defaultdict(list)
-    for i, p in enumerate(preds):
-        by_repo[p["repo"].lower()].append(i)
-    order = sorted(by_repo, key=lambda r: (-len(by_repo[r]), hashlib.sha256(r.encode()).hexdigest()))
-    folds: list[list[int]] = [[] for _ in range(k)]
-    for repo in order:
-        min(folds, key=len).extend(by_repo[repo])
-    return [f for f in folds if f]
-
-
-def _fit(preds: list[dict[str, Any]], meta: dict[str, Any] | None = None) -> CalibrationMap:
-    answered = [p for p in preds if p["pred"] != "unknown"]
-    wrong = [p for p in answered if p["pred"] != p["cause"]]
-    return fit_isotonic([p["share"] for p in answered], [p["pred"] == p["cause"] for p in answered],
-                        min_block=MIN_BLOCK, alt_hits=sum(p["alt_hit"] for p in wrong), alt_total=len(wrong),
-                        meta=meta)
-
-
-def cross_validate(preds: list[dict[str, Any]], k: int) -> None:
-    """Replace each record's confidence by one from a map fitted on the other folds."""
-    for fold in folds_by_repo(preds, k):
-        held = set(fold)
-        cmap = _fit([p for i, p in enumerate(preds) if i not in held])
-        for i in fold:
-            if preds[i]["pred"] != "unknown":
-                preds[i]["confidence"] = round(min(0.99, max(0.01, cmap(preds[i]["share"]))), 2)
+from convdoctor.explain.calibrate import IDENTITY, shipped  # noqa: E402
+from convdoctor.explain.evaluate import MIN_BLOCK, cross_validate, fit, load, predict, summary  # noqa: E402
 
 
 def report(preds: list[dict[str, Any]], title: str) -> dict[str, Any]:
-    def acc(rows: list[dict[str, Any]], k: int = 1) -> float:
-        return sum(r["cause"] in r["ids"][:k] for r in rows) / len(rows) if rows else float("nan")
-
-    real = [p for p in preds if p["cause"] != "harmless-warning"]
-    conf = [p["confidence"] for p in preds]
-    correct = [p["pred"] == p["cause"] for p in preds]
-    res: dict[str, Any] = {
-        "title": title, "n": len(preds), "repos": len({p["repo"].lower() for p in preds}),
-        "top1": acc(preds), "top3": acc(preds, 3),
-        "unknown_on_real_failures": sum(p["pred"] == "unknown" for p in real) / len(real) if real else 0.0,
-        "groups": {g: {"n": len(rs), "top1": acc(rs), "top3": acc(rs, 3)}
-                   for g in GROUPS if (rs := [p for p in preds if p["group"] == g])},
-        "ece": ece(conf, correct), "reliability": reliability(conf, correct),
-    }
+    res = summary(preds)
+    res["title"] = title
     print(f"\n== {title}: {res['n']} messages from {res['repos']} repositories/sites")
     print(f"top-1 {res['top1']:.1%}   top-3 {res['top3']:.1%}   unknown on real failures "
-          f"{res['unknown_on_real_failures']:.1%} ({sum(p['pred'] == 'unknown' for p in real)}/{len(real)})")
+          f"{res['unknown_on_real_failures']:.1%} ({res['unknown_count']}/{res['real_failures']})")
     for g, v in res["groups"].items():
         print(f"  {g:10s} n={v['n']:4d}  top-1 {v['top1']:.1%}  top-3 {v['top3']:.1%}")
     print(f"reliability (confidence of the first cause; ECE {res['ece']:.3f}):")
@@ -156,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                 "add-one smoothing; x = the first cause's evidence share, y = whether it was the labelled cause",
                 "command": "python benchmarks/bench_explain_corpus.py --fit " + " ".join(args.files),
                 "date": datetime.date.today().isoformat()}
-        cmap = _fit(preds, meta)
+        cmap = fit(preds, meta)
         Path(args.fit).write_text(json.dumps(cmap.to_dict(), indent=1) + "\n", encoding="utf-8")
         print(f"wrote {args.fit}: {len(cmap.xs)} knots, alt_coverage {cmap.alt_coverage:.3f}")
         return 0

@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -267,9 +268,12 @@ def analyze(lines: Iterable[tuple[int, str]], *, looked_at: dict[str, Any] | Non
     for cause, w, reason in outcome.votes:
         votes.add(cause, w, reason)
 
+    unexplained = None
     if not any(s > 0 for c, s in votes.score.items() if c not in NON_FAILURE):
-        for cause, w in votes.noise.items():   # only noise in this log: it is what there is to explain
-            votes.add(cause, w)
+        unexplained = _unexplained_failure(logical, m)
+        if unexplained is None:   # only noise in this log: it is what there is to explain
+            for cause, w in votes.noise.items():
+                votes.add(cause, w)
     votes.score.pop("unknown", None)
     ranked = sorted(((c, s) for c, s in votes.score.items() if s > 0), key=lambda cs: -cs[1])
     table = cause_table()
@@ -292,8 +296,12 @@ def analyze(lines: Iterable[tuple[int, str]], *, looked_at: dict[str, Any] | Non
     cmap = calibration if calibration is not None else shipped()
     if not out:
         info = table["unknown"]
+        why = _unknown_reason(looked, lines)
+        if unexplained is not None:
+            why = (f"the program failed at line {unexplained.line} ({unexplained.text.strip()[:160]}), which matches "
+                   f"no known cause; the {len(m.noise)} warning line(s) before it are harmless")
         out = [Cause(id="unknown", confidence=0.0, score=0.0, title=info["title"], fix=info["fix"],
-                     reasons=[_unknown_reason(looked, lines)], sources=[])]
+                     reasons=[why], sources=[])]
         diag = Diagnosis(causes=out, facts=facts_out, looked_at=looked, noise=m.noise)
     else:
         diag = Diagnosis(causes=out, facts=facts_out, looked_at=looked, noise=m.noise)
@@ -332,6 +340,25 @@ def _rerank_live(diag: Diagnosis, total: float, unknown: float, cmap: Calibratio
 
     diag.causes.sort(key=lambda c: (demoted(c), -c.score))
     _calibrate(diag, total, unknown, cmap)
+
+
+_FAILURE_LINE = re.compile(
+    r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception)\b(?::|$)|^\s*Traceback \(most recent call last\)|Aborted \(core dumped\)"
+    r"|Segmentation fault|^\s*terminate called after")
+
+
+def _unexplained_failure(logical: list[LogicalLine], m: _Matches) -> LogicalLine | None:
+    """The last line that shows the program failing (an exception, a fatal log line, an abort), when
+    no pattern explains it and it comes after the noise: the warnings are then not the story."""
+    last_noise = max(m.noise_lines, default=-1)
+    matched = {ev.line for evs in m.fired.values() for ev in evs}
+    for i in range(len(logical) - 1, last_noise, -1):
+        ln = logical[i]
+        if ln.line in matched:
+            return None
+        if ln.level == "F" or _FAILURE_LINE.search(ln.text):
+            return ln if last_noise >= 0 else None
+    return None
 
 
 def _unknown_reason(looked: dict[str, Any], lines: list[tuple[int, str]]) -> str:

@@ -122,7 +122,7 @@ _SM_RE = re.compile(r"capability (sm_\d+) is not compatible|(?:cuda|compute) cap
 _ARCH_LIST_RE = re.compile(r"supports CUDA capabilities ((?:sm_\d+\s*)+)", _F)
 _MISSING_RE = re.compile(
     r"(lib[\w+\-]+(?:\.so[\w.]*|\.dylib)|[\w\-]+\.dll)['\"]?(?::| not found| was not found|;\s*dlerror)\s*(?:cannot open shared object file)?", _F)
-_COULD_NOT_LOAD_RE = re.compile(r"Could not load (?:dynamic )?library '?(lib[\w.\-]+)'?", _F)
+_COULD_NOT_LOAD_RE = re.compile(r"Could not load (?:dynamic )?library '?(lib[\w.\-]+|[\w\-]+\.dll)'?", _F)
 # libraries a framework tries to open and works without (TensorRT), and the driver's own libraries
 _OPTIONAL_LIB_RE = re.compile(r"lib(?:nvinfer|nvinfer_plugin|nvonnxparser|nvparsers)\b|nvinfer", _F)
 _DRIVER_LIB_RE = re.compile(r"libcuda\.so\.1|libnvidia-ml\.so\.1|nvcuda\.dll", _F)
