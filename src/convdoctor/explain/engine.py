@@ -30,7 +30,7 @@ from . import facts as factmod
 from . import rules as rulemod
 from .calibrate import CalibrationMap, confidences, raw_share, shipped
 from .envfacts import derive, extract_env
-from .kb import Pattern, index, patterns
+from .kb import Pattern, index, noise_variant, pattern_by_id, patterns
 from .kb import causes as cause_table
 from .live import LiveChecks
 from .model import NON_FAILURE, Cause, Diagnosis, Evidence
@@ -56,6 +56,8 @@ class _Matches:
     fired: dict[str, list[Evidence]] = field(default_factory=dict)
     noise: list[Evidence] = field(default_factory=list)
     noise_lines: set[int] = field(default_factory=set)
+    hit_lines: set[int] = field(default_factory=set)
+    captures: dict[str, str] = field(default_factory=dict)   # named groups of the regexes that matched
     families: list[set[str]] = field(default_factory=list)
     levels: dict[str, int] = field(default_factory=dict)
 
@@ -81,17 +83,32 @@ def _match(logical: list[LogicalLine], full: bool) -> _Matches:
         if ln.level:
             m.levels[ln.level] = m.levels.get(ln.level, 0) + 1
 
-    def try_line(i: int, idx: Any, record_noise: bool) -> list[str]:
+    def try_line(i: int, idx: Any, record_noise: bool, text: str | None = None) -> list[str]:
         ln = logical[i]
-        low = ln.text.lower()
+        text = ln.text if text is None else text
+        low = text.lower()
         hits: list[str] = []
         for p in idx.candidates(low):
-            if p.may_match(low) and p.regex.search(ln.text):
-                ev = Evidence(ln.line, ln.text.strip()[:500], p.id, ln.level)
-                m.fired.setdefault(p.id, []).append(ev)
-                hits.append(p.id)
-                if record_noise and len(m.noise) < 50 and len(hits) == 1:
+            if not p.may_match(low):
+                continue
+            found = p.regex.search(text)
+            if found is None:
+                continue
+            caps = {k: v for k, v in found.groupdict().items() if v}
+            if caps and p.role != "noise" and rulemod.reclassified(caps):
+                p = noise_variant(p)   # e.g. a backend for another platform failed to start
+            ev = Evidence(ln.line, text.strip()[:500], p.id, ln.level)
+            m.fired.setdefault(p.id, []).append(ev)
+            for k, v in caps.items():
+                m.captures[k] = v.strip()
+            if p.role == "noise" and not record_noise:
+                m.noise_lines.add(i)
+                if len(m.noise) < 50:
                     m.noise.append(ev)
+                continue
+            hits.append(p.id)
+            if record_noise and len(m.noise) < 50 and len(hits) == 1:
+                m.noise.append(ev)
         return hits
 
     def visit(i: int, idx: Any) -> None:
@@ -102,14 +119,17 @@ def _match(logical: list[LogicalLine], full: bool) -> _Matches:
             return
         hits = try_line(i, idx, False)
         if hits:
+            m.hit_lines.add(i)
             m.families.append(set(hits))
 
     for i in _primary(logical, full):
         visit(i, main_idx)
+    if full:
+        _match_broken_lines(logical, m, try_line, noise_idx, main_idx)
     if not full:  # context patterns only near the failure lines
         ctx_idx = index(frozenset({"context"}))
-        role = {p.id: p.role for p in patterns()}
-        hot = sorted({ev.line for pid, evs in m.fired.items() for ev in evs if role.get(pid) == "failure"})
+        by_id = pattern_by_id()
+        hot = sorted({ev.line for pid, evs in m.fired.items() for ev in evs if by_id[pid].role == "failure"})
         pos = {ln.line: i for i, ln in enumerate(logical)}
         near = sorted({pos[h + d] for h in hot for d in range(-FACT_WINDOW, FACT_WINDOW + 1) if h + d in pos})
         for i in near[:20000]:
@@ -118,6 +138,28 @@ def _match(logical: list[LogicalLine], full: bool) -> _Matches:
                 if hits:
                     m.families.append(set(hits))
     return m
+
+
+def _match_broken_lines(logical: list[LogicalLine], m: _Matches, try_line: Any, noise_idx: Any,
+                        main_idx: Any) -> None:
+    """A message cut in two without a fixed width ("Loaded runtime CuD" / "NN library: ..."): where a
+    line ends inside a word and the next line goes on with one, and neither matched anything, the
+    two are tried joined."""
+    for i in range(len(logical) - 1):
+        a, b = logical[i], logical[i + 1]
+        if (i in m.hit_lines or i + 1 in m.hit_lines or i in m.noise_lines or i + 1 in m.noise_lines
+                or not a.text or not b.text or b.line != a.line + a.span):
+            continue
+        if not (a.text[-1].isalnum() and b.text[0].isalnum()):
+            continue
+        joined = a.text + b.text
+        if try_line(i, noise_idx, True, joined):
+            m.noise_lines.update((i, i + 1))
+            continue
+        hits = try_line(i, main_idx, False, joined)
+        if hits:
+            m.hit_lines.update((i, i + 1))
+            m.families.append(set(hits))
 
 
 def _families(groups: list[set[str]]) -> list[set[str]]:
@@ -170,7 +212,7 @@ def _factor(p: Pattern, evs: list[Evidence], last_fail: int) -> float:
 
 def _vote_patterns(m: _Matches) -> _Votes:
     votes = _Votes()
-    by_id = {p.id: p for p in patterns()}
+    by_id = pattern_by_id()
     fail_lines = [ev.line for pid, evs in m.fired.items() if by_id[pid].role == "failure" for ev in evs]
     last_fail = max(fail_lines, default=0)
     factors = {pid: _factor(by_id[pid], evs, last_fail) for pid, evs in m.fired.items()
@@ -200,26 +242,29 @@ def _vote_patterns(m: _Matches) -> _Votes:
     return votes
 
 
-def _fact_text(logical: list[LogicalLine], m: _Matches, full: bool) -> str:
+def _fact_text(logical: list[LogicalLine], m: _Matches, full: bool) -> tuple[str, str]:
     """The text facts are read from: all of a small input, else the neighbourhood of fired lines;
-    never the noise lines."""
+    and the same without the noise lines (for the statuses that vote)."""
     if full:
-        return "\n".join(ln.text for i, ln in enumerate(logical) if i not in m.noise_lines)
-    hot = sorted({ev.line for pid, evs in m.fired.items() for ev in evs})
-    keep: list[str] = []
-    j = 0
-    for i, ln in enumerate(logical):
-        while j < len(hot) and hot[j] < ln.line - FACT_WINDOW:
-            j += 1
-        if j < len(hot) and abs(hot[j] - ln.line) <= FACT_WINDOW and i not in m.noise_lines:
-            keep.append(ln.text)
-        if len(keep) > 20000:
-            break
-    return "\n".join(keep)
+        keep = list(range(len(logical)))
+    else:
+        hot = sorted({ev.line for pid, evs in m.fired.items() for ev in evs})
+        keep = []
+        j = 0
+        for i, ln in enumerate(logical):
+            while j < len(hot) and hot[j] < ln.line - FACT_WINDOW:
+                j += 1
+            if j < len(hot) and abs(hot[j] - ln.line) <= FACT_WINDOW:
+                keep.append(i)
+            if len(keep) > 20000:
+                break
+    return ("\n".join(logical[i].text for i in keep),
+            "\n".join(logical[i].text for i in keep if i not in m.noise_lines))
 
 
-def _flat_facts(f: factmod.Facts, env: Any) -> dict[str, Any]:
+def _flat_facts(f: factmod.Facts, env: Any, captures: dict[str, str]) -> dict[str, Any]:
     flat: dict[str, Any] = {**asdict(f), **asdict(env)}
+    flat.update({f"cap_{k}": v.lower() for k, v in captures.items()})
     flat["cudnn_lib_dir_count"] = len(f.cudnn_lib_dirs)
     flat["cudnn_lib_dirs"] = ", ".join(f.cudnn_lib_dirs[:3])
     named = sorted(f.frameworks)
@@ -252,17 +297,17 @@ def analyze(lines: Iterable[tuple[int, str]], *, looked_at: dict[str, Any] | Non
     logical = normalise(lines)
     m = _match(logical, full)
     votes = _vote_patterns(m)
-    text = _fact_text(logical, m, full)
-    f = factmod.extract(text)
+    text, failure_text = _fact_text(logical, m, full)
+    f = factmod.extract(text, failure_text)
     env = extract_env(text, m.levels)
     if env.gpu_cc is None and f.gpu_sm:
         digits = f.gpu_sm[3:]
         env.gpu_cc = f"{digits[:-1]}.{digits[-1]}" if len(digits) >= 2 else None
     env = derive(env, driver_version=f.driver_version, arch_list=f.arch_list)
-    by_id = {p.id: p for p in patterns()}
+    by_id = pattern_by_id()
     failures = [by_id[pid] for pid in m.fired if by_id[pid].role == "failure"]
     candidates = frozenset(c for c, s in votes.score.items() if s > 0 and c not in NON_FAILURE)
-    ctx = rulemod.Context(facts=_flat_facts(f, env), fired=frozenset(m.fired), candidates=candidates,
+    ctx = rulemod.Context(facts=_flat_facts(f, env, m.captures), fired=frozenset(m.fired), candidates=candidates,
                           generic=bool(failures) and all(p.generic for p in failures))
     outcome = rulemod.evaluate(ctx)
     for cause, w, reason in outcome.votes:

@@ -172,7 +172,9 @@ def _torch_type(t: str) -> dict[str, str | None]:
     return {"raw": t, "device": device, "dtype": dtype}
 
 
-def extract(text: str) -> Facts:
+def extract(text: str, status_text: str | None = None) -> Facts:
+    """Facts from `text`; cuDNN statuses and missing libraries only from `status_text` when given
+    (the log without its harmless lines: statuses recovered from, optional libraries)."""
     f = Facts()
     for name, rx in _FRAMEWORK_HINTS:
         n = len(re.findall(rx, text))
@@ -180,10 +182,11 @@ def extract(text: str) -> Facts:
             f.frameworks[name] = n
     if f.frameworks:
         f.framework = max(f.frameworks, key=lambda k: f.frameworks[k])
-    f.statuses = _statuses(text)
+    failing = text if status_text is None else status_text
+    f.statuses = _statuses(failing)
     _versions(text, f)
     _driver(text, f)
-    _libraries(text, f)
+    _libraries(failing, f)
     _shapes(text, f)
     f.cudnn_channel_check = bool(_CHANNEL_CHECK_RE.search(text))
     m = _MEM_RE.search(text)

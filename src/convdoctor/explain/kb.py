@@ -149,12 +149,39 @@ def _source_templates(name: str, data: dict[str, Any]) -> Iterator[Pattern]:
         causes, unknown = _scaled(t.get("causes", {}), role)
         where = _where(t.get("repo") or src.get("repo", ""), t.get("file", ""), t.get("version") or src.get("version", ""))
         ex = ({"text": t["example"], "source": where},) if t.get("example") else ()
+        pid = f"{name[:-5]}:{t['id']}"
         try:
-            yield _make(f"{name[:-5]}:{t['id']}", t["regex"], causes, role, unknown=unknown, examples=ex,
+            yield _make(pid, t["regex"], causes, role, unknown=unknown, examples=ex,
                         note=t.get("rationale", ""), source=where, levels=tuple(t.get("levels", ())),
                         origin="template")
         except re.error:
             continue
+        head = template_head(t.get("text", ""))
+        if head:
+            yield _make(pid + "#head", _literal_regex(head), causes, role, unknown=unknown,
+                        examples=({"text": head, "source": where},), note="the first sentence of " + pid,
+                        source=where, levels=tuple(t.get("levels", ())), origin="template")
+
+
+_PLACEHOLDER = re.compile(r"%[-+ #0]*\d*(?:\.\d+)?[a-zA-Z]|\{[^{}]*\}|\$\d")
+HEAD_MIN = 20
+
+
+def template_head(text: str) -> str | None:
+    """The first sentence of a template, when it is literal text of at least HEAD_MIN characters and
+    not the whole message: other versions of a framework (and truncated pastes) keep the head of a
+    message and change its tail."""
+    m = re.search(r"[.!?;](?=\s)", text)
+    if m is None:
+        return None
+    head = text[: m.end()].strip()
+    if len(head) < HEAD_MIN or _PLACEHOLDER.search(head) or head == text.strip():
+        return None
+    return head
+
+
+def _literal_regex(text: str) -> str:
+    return "".join(r"\s+" if p.isspace() else re.escape(p) for p in re.split(r"(\s+)", text) if p)
 
 
 def _where(repo: str, path: str, version: str) -> str:
@@ -196,6 +223,33 @@ def patterns() -> tuple[Pattern, ...]:
             seen.add(p.id)
             out.append(p)
     return tuple(out)
+
+
+_VARIANTS: dict[str, Pattern] = {}
+
+
+def noise_variant(p: Pattern) -> Pattern:
+    """`p` read as harmless noise (its captured values showed the failure does not concern this run)."""
+    v = _VARIANTS.get(p.id)
+    if v is None:
+        v = Pattern(id=p.id + "~noise", regex=p.regex, causes={"harmless-warning": ROLE_SCALE["noise"]},
+                    role="noise", examples=p.examples, note=p.note, keys=p.keys, source=p.source,
+                    origin=p.origin)
+        _VARIANTS[p.id] = v
+    return v
+
+
+def pattern_by_id() -> dict[str, Pattern]:
+    """Every pattern by id, the noise variants made so far included."""
+    table = _by_id()
+    if _VARIANTS:
+        table = {**table, **{v.id: v for v in _VARIANTS.values()}}
+    return table
+
+
+@functools.lru_cache(maxsize=1)
+def _by_id() -> dict[str, Pattern]:
+    return {p.id: p for p in patterns()}
 
 
 @dataclass

@@ -53,6 +53,21 @@ def rules() -> tuple[Rule, ...]:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=1)
+def _reclassify() -> tuple[dict[str, Any], ...]:
+    text = resources.files("convdoctor.explain").joinpath("data", "rules.json").read_text(encoding="utf-8")
+    return tuple(json.loads(text).get("reclassify", ()))
+
+
+def reclassified(captures: dict[str, str]) -> bool:
+    """Whether a match's captured values make it harmless noise (data/rules.json "reclassify")."""
+    for r in _reclassify():
+        v = captures.get(r["capture"])
+        if v is not None and v.strip().lower() in r["in"]:
+            return True
+    return False
+
+
 def _lt(a: Any, b: Any) -> bool:
     return isinstance(a, (int, float)) and a < b
 
