@@ -41,6 +41,11 @@ def _check_causes(where: str, causes: dict, role: str) -> None:
         assert "harmless-warning" in causes, f"{where}: noise without harmless-warning"
 
 
+def test_enough_templates_from_enough_sources() -> None:
+    assert len(_template_files()) >= 7
+    assert len(ALL) >= 250
+
+
 def test_every_file_names_its_source() -> None:
     for path in _template_files():
         src = json.loads(path.read_text())["source"]

@@ -18,6 +18,13 @@ MODULES = {
     "tensorflow": "src_tensorflow",
     "xla": "src_xla",
     "keras": "src_keras",
+    "jax": "src_jax",
+    "cudnn_frontend": "src_cudnn_frontend",
+    "onnxruntime": "src_onnxruntime",
+    "paddle": "src_paddle",
+    "mxnet": "src_mxnet",
+    "darknet": "src_darknet",
+    "nvidia_container": "src_nvidia_container",
 }
 
 

@@ -500,4 +500,13 @@ TEMPLATES = [
       groups={0: "alloc_size", 1: "device", 2: "total", 3: "free", 5: "allocated", 6: "reserved"},
       upto=" is free.", cond="cudaMalloc failed after freeing cached blocks (DeviceCachingAllocator::malloc)",
       causes={"gpu-out-of-memory": 1.0}, why="the allocator could not find device memory"),
+    # ---- Conv_v7.cpp (cuDNN v7 API path) ----------------------------------------------------------
+    T("pt.cudnn_v7.no_valid_algorithm", "Unable to find a valid cuDNN algorithm to run convolution", [],
+      "aten/src/ATen/native/cudnn/Conv_v7.cpp", version="code-search excerpt of the stored index (AlgoIterator::try_all)",
+      cond="every algorithm from the perf results threw OutOfMemoryError or CuDNNError, which are swallowed",
+      causes={"gpu-out-of-memory": 0.45, "unsupported-config": 0.3, "cudnn-version-mismatch": 0.1,
+              "arch-unsupported": 0.1, "tensor-too-large": 0.05},
+      why="out-of-memory and cuDNN errors of each algorithm are swallowed; memory is the most frequent, then "
+          "configurations cuDNN cannot run"),
 ]
+

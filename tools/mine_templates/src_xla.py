@@ -129,4 +129,33 @@ TEMPLATES = [
       causes={"no-driver": 0.5, "driver-library-mismatch": 0.15, "driver-too-old": 0.1,
               "forward-compat-unsupported": 0.1, "hardware-fault": 0.15},
       why="the driver API did not start; the CUDA_ERROR_* name (captured) decides, see cuda_errors.json"),
+    # ---- XLA service / PJRT / allocator (printed through JAX and TF) ---------------------------------
+    T("xla.pjrt.no_supported_devices", "no supported devices found for platform %s", ["CUDA"],
+      "xla/service/platform_util.cc", version=IDX, kinds={0: "word"}, groups={0: "platform"},
+      cond="every StreamExecutor for the platform failed to initialise (GetStreamExecutors)",
+      causes={"no-driver": 0.35, "gpu-out-of-memory": 0.3, "driver-library-mismatch": 0.15,
+              "arch-unsupported": 0.1, "hardware-fault": 0.1},
+      why="no device could be opened: not visible, out of memory at context creation (preallocating "
+          "processes), driver state, or a GPU the build does not support; earlier lines decide"),
+    T("xla.conv.picker_failed",
+      "Failed to determine best cudnn convolution algorithm for:\n%s\n\nOriginal error: %s",
+      ["%cudnn-conv = (f32[32,64,56,56]{3,2,1,0}, u8[0]{0}) custom-call(...)", "INTERNAL: All algorithms tried for "
+       "%cudnn-conv failed. Falling back to default algorithm."],
+      "xla/service/gpu/autotuning/conv_algorithm_picker.cc", version=IDX, upto="cudnn convolution algorithm for:",
+      cond="PickBestAlgorithm failed for a cuDNN conv custom call (strict mode returns the error)",
+      causes={"unsupported-config": 0.3, "gpu-out-of-memory": 0.3, "cudnn-version-mismatch": 0.15,
+              "arch-unsupported": 0.15, "unknown": 0.1},
+      why="no cuDNN algorithm ran during autotuning; the 'Original error' decides"),
+    T("xla.conv.picker_suboptimal",
+      "Failed to determine best cudnn convolution algorithm: %s\n\nConvolution performance may be suboptimal.",
+      ["INTERNAL: All algorithms tried for %cudnn-conv failed."], "xla/service/gpu/gpu_conv_algorithm_picker.cc",
+      version=IDX, role="noise", upto="cudnn convolution algorithm: ",
+      cond="older non-strict picker: LOG(WARNING) and keep the default algorithm",
+      causes={"harmless-warning": 0.6, "unsupported-config": 0.4},
+      why="a warning; XLA keeps a default algorithm and may still fail later"),
+    T("xla.alloc.oom", "Out of memory while trying to allocate {size} bytes.", ["8589934592"],
+      "xla/stream_executor/integrations/tf_allocator_adapter.cc", version=IDX, kinds={0: "int"},
+      groups={0: "alloc_bytes"}, cond="the wrapped allocator returned null (TfAllocatorAdapter::Allocate)",
+      causes={"gpu-out-of-memory": 1.0}, why="device memory exhausted"),
 ]
+

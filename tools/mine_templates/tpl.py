@@ -35,7 +35,7 @@ ROLES = frozenset({"failure", "context", "noise"})
 _PH = re.compile(
     r"%%|\{\{|\}\}"
     r"|%\((?P<pyname>\w+)\)[-+ #0]*\d*(?:\.\d+)?[sdifgxr]"
-    r"|%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L|I64)?(?P<conv>[diouxXeEfgGcspa])"
+    r"|%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L|I64)?(?P<conv>[diouxXeEfgGcspavwq])"
     r"|\{(?P<brace>[^{}]*)\}"
     r"|\$(?P<dollar>\d)"
 )
@@ -48,9 +48,9 @@ KINDS: dict[str, str] = {
     "word": r"[\w.:+-]+",
     "name": r"[\w.:<>+-]+",
     "path": r"[^\s'\"]+",
-    "shape": r"[\[(][^\n\[\]()]{0,200}[\])]",
-    "any": r"[^\n]{0,400}?",
-    "rest": r"[^\n]{0,400}",
+    "shape": r"[\[({][^\n\[\](){}]{0,200}[\])}]",
+    "any": r"[^\n]{0,300}?",
+    "rest": r"[^\n]{0,300}",
     "char": r".",
 }
 _DEFAULT_KIND = {"d": "int", "i": "int", "u": "int", "o": "int", "x": "hex", "X": "hex", "p": "hex",
