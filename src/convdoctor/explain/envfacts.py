@@ -71,6 +71,7 @@ class EnvFacts:
 
 _CC_RES = (
     re.compile(r"(?:compute ?capability|computeCapability|GPU Compute Capability|\bcc)[:= ]+\(?(\d{1,2})[., ]\s*(\d)\)?", _F),
+    re.compile(r"CUDA Capability:?\s*(\d)(\d)\b|compute_capability\s*=\s*(\d)(\d)0\b", _F),   # Paddle 75, darknet 860
     re.compile(r"CUDA capability (?:sm_|major/minor version number:\s*)(\d{1,2})(\d)\b", _F),
     re.compile(r"\bcapability (?:sm_)?(\d{1,2})(\d)\b(?! *\.)", _F),
 )
@@ -84,7 +85,7 @@ _BUILD_CUDA_RES = (
     re.compile(r"[+.]cu(1[0-3])(\d)\b"),                               # torch 2.1.0+cu121, .cu118
     re.compile(r"\bcu(1[0-3])(\d)\b(?!\w)"),                          # cu118 index URLs
     re.compile(r"(?:built|compiled) (?:with|against|for) CUDA(?: version)?:? ?(\d+)\.(\d+)", _F),
-    re.compile(r"Runtime API Version:? ?(\d+)\.(\d+)", _F),            # Paddle
+    re.compile(r"Runtime (?:API )?Version:? ?(\d+)\.(\d+)", _F),       # Paddle
     re.compile(r"CUDA runtime version:? ?(\d+)\.?(\d)", _F),
     re.compile(r"cuda_version['\"]?\s*[:=]\s*['\"]?(\d+)\.(\d+)", _F),
     re.compile(r"release (\d+)\.(\d+), V\d+"),                         # nvcc --version
@@ -92,7 +93,7 @@ _BUILD_CUDA_RES = (
 )
 _DRIVER_CUDA_RES = (
     re.compile(r"CUDA Version:? ?(\d+)\.(\d+)", _F),                   # nvidia-smi header
-    re.compile(r"Driver API Version:? ?(\d+)\.(\d+)", _F),             # Paddle
+    re.compile(r"Driver (?:API )?Version:? ?(\d{1,2})\.(\d)\b", _F),     # Paddle (a CUDA version, not 470.x)
 )
 _DRIVER_FOUND_RE = re.compile(r"(?:too old \(found version|CUDA driver version:?|driver version) (\d{4,5})\b", _F)
 _VISIBLE_RE = re.compile(r"CUDA_VISIBLE_DEVICES['\"]?\]?\s*(?:=|:|is set to)\s*['\"]?([\w,\-]*)['\"]?", _F)
@@ -114,7 +115,8 @@ def extract_env(text: str, levels: dict[str, int] | None = None) -> EnvFacts:
     for rx in _CC_RES:
         m = rx.search(text)
         if m:
-            e.gpu_cc = f"{int(m.group(1))}.{int(m.group(2))}"
+            major, minor = [g for g in m.groups() if g is not None][:2]
+            e.gpu_cc = f"{int(major)}.{int(minor)}"
             break
     table = gpu_table()
     for rx in _GPU_NAME_RES:

@@ -193,8 +193,27 @@ def _where(repo: str, path: str, version: str) -> str:
 
 # how CUDA error names and descriptions appear in logs: the name itself (cudaErrorX, CUDA_ERROR_X),
 # or the description after the framework's prefix ("CUDA error: out of memory", "Status: ...")
-_DESC_PREFIX = (r"(?:cuda(?: runtime)? error(?: \(\d+\))?\s*:|CUDA failure \d+:|Status:|cuda\w*Error\w*\s*[:(]"
-                r"|CUDA_ERROR_\w+:|CUresult\W+\w+:|cuInit: \w+:)\s*")
+_DESC_PREFIX = (r"(?:cuda(?:\s+runtime)?\s+(?:error|failure)\s*(?:\(\d+\)|\d+)?\s*:?\s*(?:\d+\s+)?|Status:\s*"
+                r"|cuda\w*Error\w*\s*[:(]\s*|CUDA_ERROR_\w+:\s*|CUresult\W+\w+:\s*|cuInit: \w+:\s*)")
+
+
+# operating-system error texts that CUDA descriptions share
+_ERRNO_LIKE = frozenset({"operation not supported", "operation not permitted", "out of memory", "invalid argument",
+                         "unknown error", "device or resource busy", "file not found", "not supported"})
+
+
+def _distinctive(desc: str) -> bool:
+    return len(desc.split()) >= 3 and len(desc) >= 18 and desc.lower() not in _ERRNO_LIKE
+
+
+def _library_statuses() -> Iterator[Pattern]:
+    data = _load("library_status.json")
+    for lib in data["libraries"]:
+        for st in lib["statuses"]:
+            causes, unknown = _scaled(st["causes"], st["role"])
+            yield _make(f"{lib['library'].lower()}:{st['name']}", rf"\b{st['name']}\b", causes, st["role"],
+                        unknown=unknown, examples=({"text": st["name"], "source": lib["source"]},),
+                        note=st.get("rationale", ""), source=lib["source"], origin="library-status")
 
 
 def _cuda_errors(data: dict[str, Any]) -> Iterator[Pattern]:
@@ -206,9 +225,12 @@ def _cuda_errors(data: dict[str, Any]) -> Iterator[Pattern]:
             role = e.get("role", "context")
             causes, unknown = _scaled(e.get("causes", {}), role)
             alts = [rf"\b{re.escape(e['name'])}\b"]
-            desc = (e.get("description") or "").strip()
+            desc = (e.get("description") or "").strip().rstrip(".")
             if len(desc.split()) >= 2:
-                alts.append(_DESC_PREFIX + re.escape(desc).replace(r"\ ", r"\s+"))
+                lit = _literal_regex(desc)
+                # a description distinctive enough stands alone (frameworks embed it in their own words:
+                # "operation cudaGetLastError() failed: <description>", "Check failed: ... <description>")
+                alts.append(lit if _distinctive(desc) else _DESC_PREFIX + lit)
             yield _make(f"cuda:{e['name']}", "|".join(alts), causes, role, unknown=unknown,
                         examples=({"text": e["name"] + (": " + desc if desc else ""), "source": where},),
                         note=e.get("rationale", ""), source=where, origin="cuda-errors")
@@ -218,7 +240,7 @@ def _cuda_errors(data: dict[str, Any]) -> Iterator[Pattern]:
 def patterns() -> tuple[Pattern, ...]:
     out: list[Pattern] = list(_curated())
     seen = {p.id for p in out}
-    for p in _templates():
+    for p in (*_library_statuses(), *_templates()):
         if p.id not in seen:
             seen.add(p.id)
             out.append(p)

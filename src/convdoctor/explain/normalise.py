@@ -113,6 +113,8 @@ def split_prefix(text: str) -> tuple[str, str | None, str | None]:
         rest = s[m.end():]
         if not rest.strip() and level is None:
             return text, None, None
+        if gd.get("origin") is None and not re.match(_TS, s):
+            return s, level, None   # a bare "ERROR:" / "[WARNING]" is part of the message: kept
         return rest, level, gd.get("origin")
     return text, None, None
 
@@ -143,7 +145,7 @@ def _clean(text: str) -> tuple[str, str | None, str | None]:
     msg, level, origin = split_prefix(text)
     if level is None and origin is None:
         msg = text
-    return unwindows(msg).rstrip(), level, origin
+    return unwindows(msg).rstrip("\r\n"), level, origin
 
 
 def _continuation(text: str) -> str:
@@ -177,15 +179,15 @@ def normalise(lines: Iterable[tuple[int, str]], *, rejoin: bool = True) -> list[
     without control sequences) continues on the next line; the pieces are concatenated as they are
     (a terminal cuts mid-word, with no separator).
     """
-    raw = [(no, strip_control(t).rstrip()) for no, t in lines]
-    width = wrap_width(len(t) for _, t in raw) if rejoin else None
+    raw = [(no, strip_control(t)) for no, t in lines]
+    width = wrap_width(len(t.rstrip()) for _, t in raw) if rejoin else None
     out: list[LogicalLine] = []
     i = 0
     while i < len(raw):
         no, text = raw[i]
         msg, level, origin = _clean(text)
         span = 1
-        while (width and len(raw[i][1]) == width and i + 1 < len(raw) and raw[i + 1][0] == raw[i][0] + 1
+        while (width and len(raw[i][1].rstrip()) == width and i + 1 < len(raw) and raw[i + 1][0] == raw[i][0] + 1
                and span < WRAP_MAX_SPAN):
             i += 1
             span += 1
