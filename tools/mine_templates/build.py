@@ -25,6 +25,7 @@ MODULES = {
     "mxnet": "src_mxnet",
     "darknet": "src_darknet",
     "nvidia_container": "src_nvidia_container",
+    "cupy": "src_cupy",
 }
 
 

@@ -7,8 +7,8 @@ From that one string this module derives:
 
 * ``regex``: case-insensitive; literal text escaped with whitespace runs as
   ``\\s+``; each placeholder a bounded sub-pattern of its kind, named where a
-  fact is worth capturing; placeholders before the first literal are dropped so
-  that every regex starts on a literal (cheap to reject on long lines);
+  fact is worth capturing; placeholders before the first literal are dropped (or, with `lead`,
+  replaced by a pattern that starts on a literal) so every regex is cheap to reject on long lines;
 * ``example``: the template formatted with plausible values.
 """
 
@@ -84,6 +84,7 @@ class Template:
     version: str | None = None
     repo: str | None = None
     framework: str | None = None
+    lead: str | None = None
 
 
 def _pieces(text: str) -> list[tuple[str, str | None]]:
@@ -119,17 +120,22 @@ def build_regex(t: Template) -> str:
     idx = [i for i in range(len(pieces)) if pieces[i][1] is not None]
     ph_no = {i: n for n, i in enumerate(idx)}
     sel = list(range(span_start, span_end))
+    lead_group = ""
+    if t.lead and sel and pieces[sel[0]][1] is not None:
+        name = t.groups.get(ph_no[sel[0]])
+        lead_group = f"(?P<{name}>{t.lead})" if name else f"(?:{t.lead})"
+        sel.pop(0)
     while sel and pieces[sel[0]][1] is not None:
         sel.pop(0)
     while sel and pieces[sel[-1]][1] is None and not pieces[sel[-1]][0].strip():
         sel.pop()
-    used: set[str] = set()
-    out = ["(?i)"]
+    used: set[str] = set(t.groups.get(ph_no[i]) for i in idx[:1] if lead_group) - {None}
+    out = ["(?i)", lead_group]
     for k, i in enumerate(sel):
         tok, kind = pieces[i]
         if kind is None:
             lit = tok
-            if k == 0:
+            if k == 0 and not lead_group:
                 lit = lit.lstrip()
             if k == len(sel) - 1:
                 lit = lit.rstrip()
