@@ -45,7 +45,7 @@ def report(preds: list[dict[str, Any]], title: str) -> dict[str, Any]:
           f"{res['unknown_on_real_failures']:.1%} ({res['unknown_count']}/{res['real_failures']})")
     for g, v in res["groups"].items():
         print(f"  {g:10s} n={v['n']:4d}  top-1 {v['top1']:.1%}  top-3 {v['top3']:.1%}")
-    print(f"reliability (confidence of the first cause; ECE {res['ece']:.3f}):")
+    print(f"reliability (confidence of the first cause; ECE {res['ece']:.3f}, Brier {res['brier']:.3f}):")
     print("  bin        n   mean conf  accuracy")
     for r in res["reliability"]:
         if r["n"]:
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
                 "date": datetime.date.today().isoformat()}
         cmap = fit(preds, meta)
         Path(args.fit).write_text(json.dumps(cmap.to_dict(), indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {args.fit}: {len(cmap.xs)} knots, alt_coverage {cmap.alt_coverage:.3f}")
+        print(f"wrote {args.fit}: kinds {sorted(cmap.kinds)}, alt_coverage {cmap.alt_coverage:.3f}")
         return 0
     if args.cv:
         cross_validate(preds, args.cv)

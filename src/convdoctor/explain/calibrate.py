@@ -1,9 +1,10 @@
 """Calibrated confidence: from the evidence share of a cause to the probability that it is the cause.
 
-The engine ranks causes by evidence score; a cause's *share* is its score over the sum of all scores
-plus the weight its messages leave open (`raw_share`). `CalibrationMap` turns the top cause's share
-into a probability: an isotonic (monotone, pool-adjacent-violators) fit of "the top cause was right"
-against the share, on labelled real messages, stored in data/calibration.json with how it was fitted.
+The engine ranks causes by evidence score; the first cause's *share* is its score against its
+strongest rival and the weight its messages leave open (`top_share`). `CalibrationMap` turns it into
+a probability: isotonic (monotone, pool-adjacent-violators) fits of "the first cause was right"
+against the share, one per kind of evidence (decisive fact, specific message, generic status), on
+labelled real messages, stored in data/calibration.json with how they were fitted.
 The other causes share what is left (`1 - p(top)`) in proportion to their scores, times the measured
 chance that the right cause is among them when the top one is wrong.
 
@@ -27,12 +28,24 @@ def raw_share(score: float, total: float, unknown: float = 0.0) -> float:
     return max(0.0, score) / (max(total, 0.0) + PRIOR_MASS + max(unknown, 0.0))
 
 
+def top_share(scores: Sequence[float], unknown: float = 0.0) -> float:
+    """The first cause's evidence against its strongest rival: s1 / (s1 + s2 + open weight + prior).
+
+    A tie gives at most one half; a lone strong cause approaches 1; the weaker alternatives behind
+    the runner-up do not dilute a clear winner (a generic status names many causes it rarely is).
+    """
+    if not scores:
+        return 0.0
+    s1 = max(0.0, scores[0])
+    s2 = max(0.0, scores[1]) if len(scores) > 1 else 0.0
+    return s1 / (s1 + s2 + PRIOR_MASS + max(unknown, 0.0))
+
+
 @dataclass(frozen=True)
-class CalibrationMap:
-    xs: tuple[float, ...] = ()       # knots (raw share), increasing
+class Curve:
+    """A monotone piecewise-linear map from evidence share to probability."""
+    xs: tuple[float, ...] = ()       # knots (share), increasing
     ys: tuple[float, ...] = ()       # probability at each knot, non-decreasing
-    alt_coverage: float = 0.5        # P(right cause among the others | top wrong)
-    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __call__(self, raw: float) -> float:
         if not self.xs:
@@ -46,21 +59,41 @@ class CalibrationMap:
         return y0 + (y1 - y0) * (raw - x0) / (x1 - x0) if x1 > x0 else y1
 
     def to_dict(self) -> dict[str, Any]:
-        return {"xs": [round(x, 4) for x in self.xs], "ys": [round(y, 4) for y in self.ys],
+        return {"xs": [round(x, 4) for x in self.xs], "ys": [round(y, 4) for y in self.ys]}
+
+
+@dataclass(frozen=True)
+class CalibrationMap:
+    """One curve per kind of evidence the first cause rests on (`decisive`: a fact states it;
+    `specific`: a message that names a cause; `generic`: only statuses that admit several causes),
+    and a pooled curve for kinds with too few labelled messages."""
+    pooled: Curve = field(default_factory=Curve)
+    kinds: dict[str, Curve] = field(default_factory=dict, compare=False, hash=False)
+    alt_coverage: float = 0.5        # P(right cause among the others | top wrong)
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def fitted(self) -> bool:
+        return bool(self.pooled.xs)
+
+    def __call__(self, raw: float, kind: str | None = None) -> float:
+        return self.kinds.get(kind or "", self.pooled)(raw)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pooled": self.pooled.to_dict(), "kinds": {k: c.to_dict() for k, c in self.kinds.items()},
                 "alt_coverage": round(self.alt_coverage, 4), "meta": self.meta}
 
 
 IDENTITY = CalibrationMap()
 
 
-def fit_isotonic(raw: Sequence[float], correct: Sequence[bool], *, min_block: int = 10,
-                 alt_hits: int = 0, alt_total: int = 0, meta: dict[str, Any] | None = None) -> CalibrationMap:
+def fit_curve(raw: Sequence[float], correct: Sequence[bool], *, min_block: int = 10) -> Curve:
     """Pool-adjacent-violators on (raw, correct), then blocks merged until each holds >= min_block
     points; knots at each block's mean raw value (linear in between). Probabilities are shrunk toward
-    the block's count (add-one smoothing) so no knot says 0 or 1 from a handful of points."""
+    one half by add-one-half smoothing so that no knot says 0 or 1 from a handful of points."""
     pts = sorted(zip(raw, (1.0 if c else 0.0 for c in correct)))
     if not pts:
-        return IDENTITY
+        return Curve()
     blocks: list[list[float]] = []   # [sum_x, sum_y, n]
     for x, y in pts:
         blocks.append([x, y, 1.0])
@@ -83,8 +116,21 @@ def fit_isotonic(raw: Sequence[float], correct: Sequence[bool], *, min_block: in
     ys = [(b[1] + 0.5) / (b[2] + 1.0) for b in merged]
     for i in range(1, len(ys)):   # smoothing can break monotonicity by a hair
         ys[i] = max(ys[i], ys[i - 1])
+    return Curve(tuple(xs), tuple(ys))
+
+
+def fit_isotonic(raw: Sequence[float], correct: Sequence[bool], kinds: Sequence[str] | None = None, *,
+                 min_block: int = 10, alt_hits: int = 0, alt_total: int = 0,
+                 meta: dict[str, Any] | None = None) -> CalibrationMap:
+    """The pooled curve, and one curve per kind that has at least 2 * min_block messages."""
+    pooled = fit_curve(raw, correct, min_block=min_block)
+    per_kind: dict[str, Curve] = {}
+    for k in sorted(set(kinds or ())):
+        idx = [i for i, kk in enumerate(kinds or ()) if kk == k]
+        if len(idx) >= 2 * min_block:
+            per_kind[k] = fit_curve([raw[i] for i in idx], [correct[i] for i in idx], min_block=min_block)
     cov = (alt_hits + 1) / (alt_total + 2) if alt_total else 0.5
-    return CalibrationMap(tuple(xs), tuple(ys), cov, dict(meta or {}))
+    return CalibrationMap(pooled, per_kind, cov, dict(meta or {}))
 
 
 def reliability(conf: Sequence[float], correct: Sequence[bool], bins: int = 10) -> list[dict[str, Any]]:
@@ -119,18 +165,24 @@ def shipped() -> CalibrationMap:
     except FileNotFoundError:
         return IDENTITY
     d = json.loads(text)
-    return CalibrationMap(tuple(d["xs"]), tuple(d["ys"]), float(d.get("alt_coverage", 0.5)), d.get("meta", {}))
+
+    def curve(c: dict[str, Any]) -> Curve:
+        return Curve(tuple(c["xs"]), tuple(c["ys"]))
+
+    return CalibrationMap(curve(d["pooled"]), {k: curve(c) for k, c in d.get("kinds", {}).items()},
+                          float(d.get("alt_coverage", 0.5)), d.get("meta", {}))
 
 
-def confidences(shares: Sequence[float], scores: Sequence[float], cmap: CalibrationMap) -> list[float]:
-    """Calibrated confidences for a ranked list (shares and scores in rank order)."""
+def confidences(shares: Sequence[float], scores: Sequence[float], cmap: CalibrationMap,
+                kind: str | None = None) -> list[float]:
+    """Calibrated confidences for a ranked list (shares and scores in rank order; shares[0] is the
+    top cause's `top_share`, `kind` the kind of evidence it rests on)."""
     if not shares:
         return []
-    top = cmap(shares[0])
+    if not cmap.fitted:
+        return list(shares)
+    top = cmap(shares[0], kind)
     rest = [max(0.0, s) for s in scores[1:]]
     total = sum(rest)
-    left = (1.0 - top) * (cmap.alt_coverage if cmap.xs else 1.0)
-    out = [top]
-    for s, share in zip(rest, shares[1:]):
-        out.append(left * s / total if cmap.xs and total else share)
-    return out
+    left = (1.0 - top) * cmap.alt_coverage
+    return [top] + [left * s / total if total else 0.0 for s in rest]

@@ -28,7 +28,7 @@ from typing import Any
 
 from . import facts as factmod
 from . import rules as rulemod
-from .calibrate import CalibrationMap, confidences, raw_share, shipped
+from .calibrate import CalibrationMap, confidences, raw_share, shipped, top_share
 from .envfacts import derive, extract_env
 from .kb import Pattern, index, noise_variant, pattern_by_id, patterns
 from .kb import causes as cause_table
@@ -351,23 +351,34 @@ def analyze(lines: Iterable[tuple[int, str]], *, looked_at: dict[str, Any] | Non
     else:
         diag = Diagnosis(causes=out, facts=facts_out, looked_at=looked, noise=m.noise)
         total = sum(s for _, s in ranked)
-        _calibrate(diag, total, votes.unknown, cmap)
-        looked["evidence_share"] = round(raw_share(out[0].score, total, votes.unknown), 4)
+        _calibrate(diag, total, votes.unknown, cmap, ctx.generic)
         if live is not None and out[0].id not in NON_FAILURE:
             live.apply(diag, f)
-            _rerank_live(diag, total, votes.unknown, cmap)
+            _rerank_live(diag, total, votes.unknown, cmap, ctx.generic)
     diag.decide = _decide(diag, ctx, live is not None)
     looked["analysis_s"] = round(time.perf_counter() - t0, 4)
     return diag
 
 
-def _calibrate(diag: Diagnosis, total: float, unknown: float, cmap: CalibrationMap) -> None:
+def _calibrate(diag: Diagnosis, total: float, unknown: float, cmap: CalibrationMap, generic: bool) -> None:
     shares = [raw_share(c.score, total, unknown) for c in diag.causes]
-    for c, p in zip(diag.causes, confidences(shares, [c.score for c in diag.causes], cmap)):
+    shares[0] = top_share([c.score for c in diag.causes], unknown)
+    kind = evidence_kind(diag.causes[0], generic)
+    diag.looked_at["evidence_share"] = round(shares[0], 4)
+    diag.looked_at["evidence_kind"] = kind
+    for c, p in zip(diag.causes, confidences(shares, [c.score for c in diag.causes], cmap, kind)):
         c.confidence = round(min(0.99, max(0.01, p)), 2)
 
 
-def _rerank_live(diag: Diagnosis, total: float, unknown: float, cmap: CalibrationMap) -> None:
+def evidence_kind(top: Cause, generic: bool) -> str:
+    """What the first cause rests on: a decisive fact, a message that names a cause, or only generic
+    statuses (the calibration has one curve per kind)."""
+    if top.id == "harmless-warning":
+        return "noise"
+    return "decisive" if top.decisive else ("generic" if generic else "specific")
+
+
+def _rerank_live(diag: Diagnosis, total: float, unknown: float, cmap: CalibrationMap, generic: bool) -> None:
     """Confirmed causes gain; refuted ones lose, and drop below every cause not refuted unless a
     decisive fact of the log names them (then the log probably comes from another machine)."""
     top = diag.causes[0].score
@@ -384,7 +395,7 @@ def _rerank_live(diag: Diagnosis, total: float, unknown: float, cmap: Calibratio
         return c.confirmation is not None and c.confirmation.status == "refuted" and not c.decisive
 
     diag.causes.sort(key=lambda c: (demoted(c), -c.score))
-    _calibrate(diag, total, unknown, cmap)
+    _calibrate(diag, total, unknown, cmap, generic)
 
 
 _FAILURE_LINE = re.compile(

@@ -37,6 +37,7 @@ def predict(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ids = d.ids()
         out.append({"id": r["id"], "repo": r["repo"], "group": r["group"], "cause": r["cause"],
                     "pred": ids[0], "ids": ids, "share": float(d.looked_at.get("evidence_share", 0.0)),
+                    "kind": d.looked_at.get("evidence_kind", ""),
                     "confidence": d.causes[0].confidence if ids[0] != "unknown" else 0.0,
                     "alt_hit": r["cause"] in ids[1:4]})
     return out
@@ -59,7 +60,7 @@ def fit(preds: list[dict[str, Any]], meta: dict[str, Any] | None = None) -> Cali
     answered = [p for p in preds if p["pred"] != "unknown"]
     wrong = [p for p in answered if p["pred"] != p["cause"]]
     return fit_isotonic([p["share"] for p in answered], [p["pred"] == p["cause"] for p in answered],
-                        min_block=MIN_BLOCK, alt_hits=sum(p["alt_hit"] for p in wrong), alt_total=len(wrong),
+                        [p["kind"] for p in answered], min_block=MIN_BLOCK, alt_hits=sum(p["alt_hit"] for p in wrong), alt_total=len(wrong),
                         meta=meta)
 
 
@@ -70,7 +71,7 @@ def cross_validate(preds: list[dict[str, Any]], k: int) -> None:
         cmap = fit([p for i, p in enumerate(preds) if i not in held])
         for i in fold:
             if preds[i]["pred"] != "unknown":
-                preds[i]["confidence"] = round(min(0.99, max(0.01, cmap(preds[i]["share"]))), 2)
+                preds[i]["confidence"] = round(min(0.99, max(0.01, cmap(preds[i]["share"], preds[i]["kind"]))), 2)
 
 
 
@@ -90,4 +91,5 @@ def summary(preds: list[dict[str, Any]]) -> dict[str, Any]:
         "groups": {g: {"n": len(rs), "top1": acc(rs), "top3": acc(rs, 3)}
                    for g in GROUPS if (rs := [p for p in preds if p["group"] == g])},
         "ece": ece(conf, correct), "reliability": reliability(conf, correct),
+        "brier": sum((c - (1.0 if ok else 0.0)) ** 2 for c, ok in zip(conf, correct)) / len(conf) if conf else 0.0,
     }
