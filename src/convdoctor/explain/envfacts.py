@@ -23,7 +23,7 @@ _F = re.IGNORECASE
 def gpu_table() -> dict[str, Any]:
     text = resources.files("convdoctor.explain").joinpath("data", "gpus.json").read_text(encoding="utf-8")
     data = json.loads(text)
-    data["compiled"] = [(re.compile(rf"(?<![\w-])(?:{rx})(?![\w-])", _F), cc) for rx, cc in data["names"]]
+    data["compiled"] = [(re.compile(rf"(?<![\w-])(?:{rx})(?!\w)", _F), cc) for rx, cc in data["names"]]
     return data
 
 

@@ -94,6 +94,7 @@ class Facts:
     type_device_differs: bool = False
     type_dtype_differs: bool = False
     over_int32: int | None = None              # elements of the largest tensor past 2^31-1
+    layout_suspect: str | None = None          # an NHWC op's input that reads as NCHW data
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v not in (None, [], {}, False)}
@@ -139,6 +140,8 @@ _SHAPE_RES = (
     re.compile(r"Tensor\{([\d,]+)\}"),
     re.compile(r"dimA = ([\d, ]+),"),
 )
+# TensorFlow shape errors: "... (op: 'Conv2D') with input shapes: [?,1,32,32], [3,3,32,32]"
+_OP_INPUT_RE = re.compile(r"with input shapes?: \[([\d?,\s-]+)\]", _F)
 _CONV_RE = re.compile(
     r"(?:nn\.)?(Conv(?:Transpose)?[123]d)\(\s*(\d+)\s*,\s*(\d+)\s*(?:,\s*(?:kernel_size=)?\(?\[?([\d, ]+?)\]?\)?)?(?=[,)])([^\n]*)")
 _KW_RE = {k: re.compile(rf"{k}=\(?\[?([\d, ]+)\]?\)?") for k in ("stride", "padding", "dilation", "groups")}
@@ -332,6 +335,11 @@ def _shapes(text: str, f: Facts) -> None:
     numel = max(f.max_numel or 0, f.est_output_numel or 0)
     if numel > INT32_MAX:
         f.over_int32 = numel
+    m = _OP_INPUT_RE.search(text)
+    if m:
+        dims = [-1 if d.strip() in ("?", "-1") else int(d) for d in m.group(1).split(",") if d.strip()]
+        if len(dims) in (4, 5) and 1 <= dims[1] <= 4 and all(d >= 16 for d in dims[2:]):
+            f.layout_suspect = "[" + ",".join("?" if d < 0 else str(d) for d in dims) + "]"
 
 
 def _major(v: str) -> int | None:
