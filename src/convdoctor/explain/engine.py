@@ -30,7 +30,7 @@ from . import facts as factmod
 from . import rules as rulemod
 from .calibrate import CalibrationMap, confidences, raw_share, shipped, top_share
 from .envfacts import derive, extract_env
-from .kb import Pattern, index, noise_variant, pattern_by_id, patterns
+from .kb import Pattern, index, line_grams, noise_variant, pattern_by_id
 from .kb import causes as cause_table
 from .live import LiveChecks
 from .model import NON_FAILURE, Cause, Diagnosis, Evidence
@@ -67,8 +67,8 @@ def _primary(logical: list[LogicalLine], full: bool) -> list[int]:
         return list(range(len(logical)))
     from .scan import ANCHORS
 
-    anchors = tuple(a.decode() for a in ANCHORS)
-    hit = [i for i, ln in enumerate(logical) if any(a in ln.text.lower() for a in anchors)]
+    anchor_rx = re.compile("|".join(re.escape(a.decode()) for a in ANCHORS), re.IGNORECASE)
+    hit = [i for i, ln in enumerate(logical) if anchor_rx.search(ln.text)]
     last_no = logical[-1].line if logical else 0
     tail = [i for i in range(max(0, len(logical) - LAST_LINES), len(logical))
             if logical[i].line > last_no - LAST_LINES]
@@ -83,12 +83,16 @@ def _match(logical: list[LogicalLine], full: bool) -> _Matches:
         if ln.level:
             m.levels[ln.level] = m.levels.get(ln.level, 0) + 1
 
+    gram_cache: list[Any] = [None, set()]   # (line index, text) -> its 4-character pieces
+
     def try_line(i: int, idx: Any, record_noise: bool, text: str | None = None) -> list[str]:
         ln = logical[i]
         text = ln.text if text is None else text
         low = text.lower()
+        if gram_cache[0] != (i, text):
+            gram_cache[0], gram_cache[1] = (i, text), line_grams(low)
         hits: list[str] = []
-        for p in idx.candidates(low):
+        for p in idx.candidates(low, gram_cache[1]):
             if not p.may_match(low):
                 continue
             found = p.regex.search(text)

@@ -282,14 +282,19 @@ class PatternIndex:
     always: list[int] = field(default_factory=list)
     pats: tuple[Pattern, ...] = ()
 
-    def candidates(self, low: str) -> list[Pattern]:
+    def candidates(self, low: str, grams: set[str] | None = None) -> list[Pattern]:
+        """The patterns a lower-cased line may match (`grams`: the line's 4-character pieces, when the
+        caller has them already)."""
+        if grams is None:
+            grams = line_grams(low)
         hits: set[int] = set(self.always)
-        by_gram = self.by_gram
-        for i in range(len(low) - GRAM + 1):
-            ids = by_gram.get(low[i:i + GRAM])
-            if ids:
-                hits.update(ids)
+        for g in grams & self.by_gram.keys():
+            hits.update(self.by_gram[g])
         return [self.pats[i] for i in sorted(hits)]
+
+
+def line_grams(low: str) -> set[str]:
+    return {low[i:i + GRAM] for i in range(len(low) - GRAM + 1)}
 
 
 def build_index(pats: tuple[Pattern, ...]) -> PatternIndex:

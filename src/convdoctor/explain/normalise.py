@@ -96,27 +96,35 @@ _LEVELS = {"V": "I", "D": "I", "I": "I", "W": "W", "E": "E", "F": "F", "CRITICAL
            "ERROR": "E", "WARNING": "W", "WARN": "W", "INFO": "I", "DEBUG": "I"}
 
 
+# all prefix forms in one expression (tried in the order above, in one call): group names get the
+# index of their form, level<i> / origin<i>
+_PREFIX_ANY = re.compile("|".join(
+    "(?:" + rx.pattern.replace("?P<level>", f"?P<level{i}>").replace("?P<origin>", f"?P<origin{i}>") + ")"
+    for i, rx in enumerate(_PREFIXES)))
+
+_BRANCH_OF_GROUP = {idx: int(name.lstrip("levorigin")) for name, idx in _PREFIX_ANY.groupindex.items()}
+
+
 def split_prefix(text: str) -> tuple[str, str | None, str | None]:
     """(message, level, origin): the log prefix removed and read."""
     s = text.lstrip()
     if not s:
         return text, None, None
-    for rx in _PREFIXES:
-        m = rx.match(s)
-        if m is None:
-            continue
-        gd = m.groupdict()
-        lvl = gd.get("level")
-        level = None
-        if lvl:
-            level = "W" if lvl.endswith("Warning") else _LEVELS.get(lvl.upper(), None)
-        rest = s[m.end():]
-        if not rest.strip() and level is None:
-            return text, None, None
-        if gd.get("origin") is None and not re.match(_TS, s):
-            return s, level, None   # a bare "ERROR:" / "[WARNING]" is part of the message: kept
-        return rest, level, gd.get("origin")
-    return text, None, None
+    m = _PREFIX_ANY.match(s)
+    if m is None:
+        return text, None, None
+    branch = _BRANCH_OF_GROUP.get(m.lastindex or 0)
+    lvl = m.group(f"level{branch}") if f"level{branch}" in _PREFIX_ANY.groupindex else None
+    origin = m.group(f"origin{branch}") if f"origin{branch}" in _PREFIX_ANY.groupindex else None
+    level = None
+    if lvl:
+        level = "W" if lvl.endswith("Warning") else _LEVELS.get(lvl.upper(), None)
+    rest = s[m.end():]
+    if not rest.strip() and level is None:
+        return text, None, None
+    if origin is None and not (s[:1].isdigit() or (s[:1] == "[" and s[1:2].isdigit())):
+        return s, level, None   # a bare "ERROR:" / "[WARNING]" is part of the message: kept
+    return rest, level, origin
 
 
 # -- Windows paths ------------------------------------------------------------------------------
