@@ -359,7 +359,7 @@ def analyze(lines: Iterable[tuple[int, str]], *, looked_at: dict[str, Any] | Non
         if live is not None and out[0].id not in NON_FAILURE:
             live.apply(diag, f)
             _rerank_live(diag, total, votes.unknown, cmap, ctx.generic)
-    diag.decide = _decide(diag, ctx, live is not None)
+    diag.decide = _decide(diag, ctx, live is not None, bool(outcome.applied))
     looked["analysis_s"] = round(time.perf_counter() - t0, 4)
     return diag
 
@@ -439,7 +439,7 @@ DECIDE_SHARE = 0.35     # a runner-up at this fraction of the top score is a rea
 DECIDE_BELOW = 0.6      # a top cause below this confidence gets a "what would decide"
 
 
-def _decide(diag: Diagnosis, ctx: rulemod.Context, live_ran: bool) -> str:
+def _decide(diag: Diagnosis, ctx: rulemod.Context, live_ran: bool, deciding_facts: bool = False) -> str:
     table = cause_table()
     cs = [c for c in diag.causes if c.id not in NON_FAILURE]
     parts: list[str] = []
@@ -451,7 +451,7 @@ def _decide(diag: Diagnosis, ctx: rulemod.Context, live_ran: bool) -> str:
         a, b = cs[0], cs[1]
         parts.append(f"{a.id} and {b.id} both fit this message. To decide: "
                      f"{table[a.id].get('decide') or a.title}; versus {table[b.id].get('decide') or b.title}.")
-        if ctx.generic:
+        if ctx.generic and not deciding_facts:
             parts.append("The failure message is a generic status; the log gives no GPU model, versions or "
                          "free memory that would settle it.")
         checkable = [c.id for c in cs[:3] if table[c.id].get("live")]
