@@ -95,6 +95,7 @@ class Facts:
     type_dtype_differs: bool = False
     over_int32: int | None = None              # elements of the largest tensor past 2^31-1
     layout_suspect: str | None = None          # an NHWC op's input that reads as NCHW data
+    descriptor_call: str | None = None         # a cuDNN tensor/filter descriptor call that failed
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v not in (None, [], {}, False)}
@@ -140,6 +141,12 @@ _SHAPE_RES = (
     re.compile(r"Tensor\{([\d,]+)\}"),
     re.compile(r"dimA = ([\d, ]+),"),
 )
+# lists of shapes: Theano's "Inputs shapes: [(0, 5, 6, 8), (3, 5, 5, 6), ...]"
+_SHAPE_LIST_RE = re.compile(r"shapes?\s*[=:]\s*\[((?:\s*\([\d,\s]*\)\s*,?|\s*'[^']*'\s*,?)+)\]", _F)
+_TUPLE_RE = re.compile(r"\(([\d,\s]+)\)")
+# cuDNN's descriptor setters reject sizes: BAD_PARAM for a dimension <= 0, NOT_SUPPORTED for more
+# than 2^31 elements or an unsupported rank (cudnnSetTensorNdDescriptor reference)
+_DESCRIPTOR_RE = re.compile(r"cudnnSet(?:Tensor|Filter)(?:Nd|4d)Descriptor\w*|(?:set|create) (?:tensor|filter)(?:Nd|4d)? descriptor", _F)
 # TensorFlow shape errors: "... (op: 'Conv2D') with input shapes: [?,1,32,32], [3,3,32,32]"
 _OP_INPUT_RE = re.compile(r"with input shapes?: \[([\d?,\s-]+)\]", _F)
 _CONV_RE = re.compile(
@@ -192,6 +199,9 @@ def extract(text: str, status_text: str | None = None) -> Facts:
     _libraries(failing, f)
     _shapes(text, f)
     f.cudnn_channel_check = bool(_CHANNEL_CHECK_RE.search(text))
+    m = _DESCRIPTOR_RE.search(failing)
+    if m:
+        f.descriptor_call = m.group(0)
     m = _MEM_RE.search(text)
     if m and int(m.group(2)) > 0:
         f.memory_free_fraction = round(int(m.group(1)) / int(m.group(2)), 4)
@@ -309,6 +319,11 @@ def _shapes(text: str, f: Facts) -> None:
     for shape_rx in _SHAPE_RES:
         for s in shape_rx.findall(text):
             dims = _ints(s if isinstance(s, str) else " ".join(s))
+            if 2 <= len(dims) <= 6 and dims not in shapes:
+                shapes.append(dims)
+    for m in _SHAPE_LIST_RE.finditer(text):
+        for tup in _TUPLE_RE.findall(m.group(1)):
+            dims = _ints(tup)
             if 2 <= len(dims) <= 6 and dims not in shapes:
                 shapes.append(dims)
     f.shapes = shapes[:20]
