@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import json
 from importlib import resources
-from pathlib import Path
 
 from convdoctor.explain.engine import analyze
 from convdoctor.explain.kb import CAUSE_IDS, causes, live_map, patterns, status_table
 from convdoctor.explain.scan import ANCHORS, scan_text
-
 
 
 def test_causes_cover_the_issue_ids() -> None:

@@ -91,7 +91,7 @@ def fit_curve(raw: Sequence[float], correct: Sequence[bool], *, min_block: int =
     """Pool-adjacent-violators on (raw, correct), then blocks merged until each holds >= min_block
     points; knots at each block's mean raw value (linear in between). Probabilities are shrunk toward
     one half by add-one-half smoothing so that no knot says 0 or 1 from a handful of points."""
-    pts = sorted(zip(raw, (1.0 if c else 0.0 for c in correct)))
+    pts = sorted(zip(raw, (1.0 if c else 0.0 for c in correct), strict=True))
     if not pts:
         return Curve()
     blocks: list[list[float]] = []   # [sum_x, sum_y, n]

@@ -370,7 +370,7 @@ def _calibrate(diag: Diagnosis, total: float, unknown: float, cmap: CalibrationM
     kind = evidence_kind(diag.causes[0], generic)
     diag.looked_at["evidence_share"] = round(shares[0], 4)
     diag.looked_at["evidence_kind"] = kind
-    for c, p in zip(diag.causes, confidences(shares, [c.score for c in diag.causes], cmap, kind)):
+    for c, p in zip(diag.causes, confidences(shares, [c.score for c in diag.causes], cmap, kind), strict=True):
         c.confidence = round(min(0.99, max(0.01, p)), 2)
 
 

@@ -91,5 +91,5 @@ def summary(preds: list[dict[str, Any]]) -> dict[str, Any]:
         "groups": {g: {"n": len(rs), "top1": acc(rs), "top3": acc(rs, 3)}
                    for g in GROUPS if (rs := [p for p in preds if p["group"] == g])},
         "ece": ece(conf, correct), "reliability": reliability(conf, correct),
-        "brier": sum((c - (1.0 if ok else 0.0)) ** 2 for c, ok in zip(conf, correct)) / len(conf) if conf else 0.0,
+        "brier": sum((c - (1.0 if ok else 0.0)) ** 2 for c, ok in zip(conf, correct, strict=True)) / len(conf) if conf else 0.0,
     }

@@ -16,7 +16,6 @@ from .kb import causes as cause_table
 from .kb import live_map
 from .model import Confirmation, Diagnosis
 
-
 EnvProvider = Callable[[], Any]
 CheckConv = Callable[..., Any]
 

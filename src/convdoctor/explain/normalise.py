@@ -102,7 +102,7 @@ _PREFIX_ANY = re.compile("|".join(
     "(?:" + rx.pattern.replace("?P<level>", f"?P<level{i}>").replace("?P<origin>", f"?P<origin{i}>") + ")"
     for i, rx in enumerate(_PREFIXES)))
 
-_BRANCH_OF_GROUP = {idx: int(name.lstrip("levorigin")) for name, idx in _PREFIX_ANY.groupindex.items()}
+_BRANCH_OF_GROUP = {idx: int(re.sub(r"\D", "", name)) for name, idx in _PREFIX_ANY.groupindex.items()}
 
 
 def split_prefix(text: str) -> tuple[str, str | None, str | None]:
