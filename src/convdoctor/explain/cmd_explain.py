@@ -26,8 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _stdin() -> BinaryIO:
     stream = getattr(sys.stdin, "buffer", None)
     if stream is None:
-        raise UsageError("standard input is closed: nothing to read",
-                         hint="pipe the log in (`... | convdoctor explain -`) or use --file LOG")
+        raise UsageError("standard input is closed: nothing to read (pipe the log in, or use --file LOG)")
     return stream
 
 
@@ -110,4 +109,4 @@ def _emit(args: argparse.Namespace, diag: Diagnosis) -> None:
         except OSError:
             pass
         why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-        raise UsageError(f"cannot write the output: {why}", hint="check the disk or the pipe it goes to") from None
+        raise UsageError(f"cannot write the output: {why}") from None
