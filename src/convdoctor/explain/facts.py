@@ -107,6 +107,7 @@ _FRAMEWORK_HINTS = (
     ("pytorch", r"\btorch\b|torch\.|RuntimeError: (?:cuDNN|CUDA|Given groups|Calculated padded)|aten/src|c10::|PyTorch"),
 )
 
+_VENDORED_TF_RE = re.compile(r"\S*org_tensorflow\S*")
 _STATUS_RE = re.compile(r"CUDNN_STATUS_[A-Z_]+")
 _STATUS_NUM_RE = re.compile(r"CUDNN_STATUS_SUCCESS \((\d+) vs\. 0\)|\(0 vs\. (\d+)\)[^\n]*cudnn|cudnn (?:status|error)[:= ]+(\d{1,4})\b", _F)
 _LOADED_RE = re.compile(
@@ -186,8 +187,9 @@ def extract(text: str, status_text: str | None = None) -> Facts:
     """Facts from `text`; cuDNN statuses and missing libraries only from `status_text` when given
     (the log without its harmless lines: statuses recovered from, optional libraries)."""
     f = Facts()
+    hint_text = _VENDORED_TF_RE.sub(" ", text)   # jaxlib's vendored TensorFlow paths are not TensorFlow
     for name, rx in _FRAMEWORK_HINTS:
-        n = len(re.findall(rx, text))
+        n = len(re.findall(rx, hint_text))
         if n:
             f.frameworks[name] = n
     if f.frameworks:
