@@ -60,15 +60,27 @@ def misses(preds: list[dict[str, Any]]) -> None:
         print(f"  {a:26s} -> {b:26s} {n}")
 
 
+def mix(rows: list[dict[str, Any]]) -> None:
+    threads = {r["url"] for r in rows}
+    repos = {r["repo"].lower() for r in rows}
+    print(f"{len(rows)} messages, {len(threads)} threads, {len(repos)} repositories/sites")
+    for key in ("group", "framework", "cause"):
+        counts = collections.Counter(r[key] for r in rows)
+        print(f"by {key}: " + ", ".join(f"{k} {n}" for k, n in counts.most_common()))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="+")
     ap.add_argument("--cv", type=int, default=0, metavar="K", help="grouped K-fold cross-validation by repo")
     ap.add_argument("--fit", metavar="OUT", help="fit the calibration map on all messages and write it")
     ap.add_argument("--misses", action="store_true", help="list every miss")
+    ap.add_argument("--mix", action="store_true", help="print the corpus mix (groups, frameworks, causes, threads)")
     ap.add_argument("--json", metavar="OUT", help="also write the figures as JSON")
     args = ap.parse_args(argv)
     rows = load(args.files)
+    if args.mix:
+        mix(rows)
     t0 = time.perf_counter()
     preds = predict(rows)
     secs = time.perf_counter() - t0
