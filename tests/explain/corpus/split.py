@@ -51,7 +51,7 @@ def _parts(url: str) -> tuple[str, str]:
 
 
 def repo_of(url: str) -> str:
-    """"owner/name" for a GitHub URL, the host name for any other site."""
+    """The repository of a URL: "owner/name" on GitHub, the host name for any other site."""
     host, path = _parts(url)
     if host not in _GITHUB_HOSTS:
         return host

@@ -76,5 +76,21 @@ def test_no_duplicate_texts_within_a_thread() -> None:
 
 def test_new_messages_come_from_new_threads() -> None:
     old, _ = split.existing_dev()
-    new = [r["id"] for name, r in ALL if name != "dev_existing.jsonl" and split.thread_of(r["url"]) in old]
+    new = [
+        r["id"]
+        for name, r in ALL
+        if name != "dev_existing.jsonl" and split.thread_of(r["url"]) in old
+    ]
     assert not new, f"threads of the earlier corpus: {new}"
+
+
+def test_new_dev_messages_meet_the_mix() -> None:
+    """dev.jsonl: at least 240 messages from at least 100 threads, with the group shares of the brief."""
+    rows = [r for name, r in ALL if name == "dev.jsonl"]
+    total = len(rows)
+    assert total >= 240
+    assert len({split.thread_of(r["url"]) for r in rows}) >= 100
+    groups = Counter(r["group"] for r in rows)
+    assert groups["tensorflow"] >= 0.30 * total
+    assert groups["jax"] >= 0.25 * total
+    assert groups["other"] >= 0.20 * total

@@ -14,7 +14,8 @@ DEV_FILES = ("dev_existing.jsonl", "dev.jsonl")
 
 
 @pytest.mark.parametrize(
-    "repo", ["pytorch/pytorch", "tensorflow/tensorflow", "keras-team/keras", "jax-ml/jax", "google/jax"]
+    "repo",
+    ["pytorch/pytorch", "tensorflow/tensorflow", "keras-team/keras", "jax-ml/jax", "google/jax"],
 )
 def test_framework_repos_split_by_opening_date(repo: str) -> None:
     url = f"https://github.com/{repo}/issues/999999"
@@ -114,7 +115,9 @@ def test_repo_and_thread_of(url: str, repo: str, thread: str) -> None:
     assert split.thread_of(url) == thread
 
 
-@pytest.mark.parametrize("url", ["github.com/a/b/issues/1", "ftp://x.org/a", "https://github.com/a"])
+@pytest.mark.parametrize(
+    "url", ["github.com/a/b/issues/1", "ftp://x.org/a", "https://github.com/a"]
+)
 def test_bad_urls_are_refused(url: str) -> None:
     with pytest.raises(ValueError):
         split.side(url, "2020-01-01")
@@ -125,7 +128,9 @@ def _dev_entries() -> list[dict]:
     for name in DEV_FILES:
         path = HERE / name
         if path.exists():
-            rows += [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+            rows += [
+                json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line
+            ]
     return rows
 
 
