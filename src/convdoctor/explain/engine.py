@@ -62,6 +62,9 @@ class _Matches:
     levels: dict[str, int] = field(default_factory=dict)
 
 
+_EXCEPTION_HEAD = re.compile(r"\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\b:")
+
+
 def _primary(logical: list[LogicalLine], full: bool) -> list[int]:
     if full:
         return list(range(len(logical)))
@@ -118,7 +121,8 @@ def _match(logical: list[LogicalLine], full: bool) -> _Matches:
     def visit(i: int, idx: Any) -> None:
         if not logical[i].text or i in m.noise_lines:
             return
-        if try_line(i, noise_idx, True):
+        # an exception line is the program failing: it is never noise, whatever it shares with a warning
+        if not _EXCEPTION_HEAD.match(logical[i].text) and try_line(i, noise_idx, True):
             m.noise_lines.add(i)
             return
         hits = try_line(i, idx, False)
