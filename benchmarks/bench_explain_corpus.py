@@ -87,8 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.fit:
         meta = {"fitted_on": [{"file": Path(f).name, "sha256": hashlib.sha256(Path(f).read_bytes()).hexdigest()[:16]}
                               for f in args.files],
-                "messages": len(preds), "method": f"isotonic (pool-adjacent-violators), blocks of >= {MIN_BLOCK}, "
-                "add-one smoothing; x = the first cause's evidence share, y = whether it was the labelled cause",
+                "messages": len(preds), "method": f"isotonic (pool-adjacent-violators) per kind of evidence (decisive, specific, generic; "
+                f"pooled for kinds with fewer than {2 * MIN_BLOCK} messages), blocks of >= {MIN_BLOCK}, add-one-half "
+                "smoothing ((k + 0.5) / (n + 1)), linear between block means; x = the first cause's evidence "
+                "share, y = whether it was the labelled cause",
                 "command": "python benchmarks/bench_explain_corpus.py --fit " + " ".join(args.files),
                 "date": datetime.date.today().isoformat()}
         cmap = fit(preds, meta)

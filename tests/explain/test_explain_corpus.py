@@ -38,11 +38,11 @@ def test_dev_corpus_floors(preds: list[dict[str, Any]]) -> None:
           f"unknown on real failures {res['unknown_on_real_failures']:.3f}")
     for g, v in res["groups"].items():
         print(f"  {g}: n={v['n']} top-1 {v['top1']:.3f} top-3 {v['top3']:.3f}")
-    assert res["top1"] >= 0.80
-    assert res["top3"] >= 0.85
-    assert res["unknown_on_real_failures"] <= 0.10
+    assert res["top1"] >= 0.85
+    assert res["top3"] >= 0.90
+    assert res["unknown_on_real_failures"] <= 0.05
     for g, v in res["groups"].items():
-        assert v["top1"] >= 0.7, g
+        assert v["top1"] >= 0.78, g
 
 
 def test_grouped_cross_validation_never_mixes_repositories(preds: list[dict[str, Any]]) -> None:
@@ -67,7 +67,7 @@ def test_cross_validated_calibration(preds: list[dict[str, Any]]) -> None:
 
 def test_shipped_calibration_says_how_it_was_fitted() -> None:
     raw = json.loads(resources.files("convdoctor.explain").joinpath("data", "calibration.json").read_text())
-    assert raw["meta"]["method"] and raw["meta"]["command"] and raw["meta"]["messages"] >= 200
+    assert raw["meta"]["method"] and raw["meta"]["command"] and raw["meta"]["messages"] >= 400
     cmap = shipped()
     assert cmap.fitted
     for curve in (cmap.pooled, *cmap.kinds.values()):

@@ -337,8 +337,8 @@ def test_never_raises_on_arbitrary_text() -> None:
 
 
 def test_type_mismatch_live_check_uses_the_message_types_on_code_shapes() -> None:
-    # found on the H100: the traceback's code line gave shapes without the .half(), and check_conv
-    # on those shapes alone "refuted" a real dtype mismatch
+    # the traceback's code line gives shapes without the .half(); check_conv on those shapes alone
+    # would not see the dtype mismatch the message names
     calls = []
 
     def fake(**kw):  # type: ignore[no-untyped-def]
@@ -354,7 +354,7 @@ def test_type_mismatch_live_check_uses_the_message_types_on_code_shapes() -> Non
 
 
 def test_cudnn_channel_divisibility_check_message() -> None:
-    # the cuDNN 9.19 frontend's validation text for 64 input channels vs a 65-channel filter (H100 run)
+    # the cuDNN 9 frontend's validation text for 64 input channels vs a 65-channel filter
     msg = ("RuntimeError: CUDNN_BACKEND_OPERATION: cudnnFinalize Failed(0 == wDimA[1]) || (0 == xDimA[1]) || "
            "(0 != xDimA[1] % wDimA[1]) cudnn_status: CUDNN_STATUS_BAD_PARAM")
     assert explain(msg).cause_id == "channel-mismatch"

@@ -12,7 +12,7 @@ What is undone, in this order, on each line:
   (`[E:onnxruntime:Default, file.cc:12 Fn]`), Python logging (`ERROR:root:`, `- WARNING -`) and
   `warnings` (`file.py:12: UserWarning:`): removed from the text, kept as `level` and `origin`;
 - Windows paths: backslashes become `/` inside paths (`d:\\Code\\x.py` -> `d:/Code/x.py`).
-Then lines cut at a fixed terminal width are joined back (see `rejoin_wrapped`).
+Then lines cut at a fixed terminal width are joined back (see `normalise`).
 """
 
 from __future__ import annotations
