@@ -140,3 +140,19 @@ def test_full_disk_on_output_is_one_line_and_exit_2() -> None:
     assert p.returncode == 2
     assert "Traceback" not in err and "Exception ignored" not in err
     assert "cannot write the output" in err and len(err.strip().splitlines()) == 1
+
+
+def test_answer_does_not_depend_on_hash_order() -> None:
+    # equal scores (a status that admits two causes equally) must rank the same in every process
+    import os
+
+    msg = ("RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a "
+           "non-contiguous input.")
+    outs = []
+    for seed in ("1", "2", "3", "4", "5"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        p = subprocess.run(CLI + ["explain", "--json", "--no-live", msg], capture_output=True, timeout=60, env=env)
+        d = json.loads(p.stdout)
+        d["looked_at"].pop("analysis_s", None)
+        outs.append(json.dumps(d, sort_keys=True))
+    assert len(set(outs)) == 1

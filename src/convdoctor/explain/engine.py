@@ -30,7 +30,7 @@ from . import facts as factmod
 from . import rules as rulemod
 from .calibrate import CalibrationMap, confidences, raw_share, shipped, top_share
 from .envfacts import derive, extract_env
-from .kb import Pattern, index, line_grams, noise_variant, pattern_by_id
+from .kb import CAUSE_IDS, Pattern, index, line_grams, noise_variant, pattern_by_id
 from .kb import causes as cause_table
 from .live import LiveChecks
 from .model import NON_FAILURE, Cause, Diagnosis, Evidence
@@ -38,6 +38,7 @@ from .normalise import LogicalLine, normalise
 
 __all__ = ["LiveChecks", "analyze", "Diagnosis"]
 
+_ORDER = {c: i for i, c in enumerate(CAUSE_IDS)}
 EVIDENCE_PER_CAUSE = 6
 FULL_LIMIT = 3000    # up to this many lines every pattern is tried on every line
 LAST_LINES = 40      # the log's last lines are always tried (the scanner always keeps them)
@@ -187,7 +188,7 @@ def _families(groups: list[set[str]]) -> list[set[str]]:
     out: dict[str, set[str]] = {}
     for x in list(parent):
         out.setdefault(find(x), set()).add(x)
-    return list(out.values())
+    return sorted(out.values(), key=min)
 
 
 @dataclass
@@ -228,7 +229,7 @@ def _vote_patterns(m: _Matches) -> _Votes:
     for fam in _families(m.families):
         best: dict[str, float] = {}
         unknown = 0.0
-        for pid in fam:
+        for pid in sorted(fam):
             p = by_id[pid]
             for cause, w in p.causes.items():
                 best[cause] = max(best.get(cause, 0.0), w * factors[pid])
@@ -328,7 +329,8 @@ def analyze(lines: Iterable[tuple[int, str]], *, looked_at: dict[str, Any] | Non
             for cause, w in votes.noise.items():
                 votes.add(cause, w)
     votes.score.pop("unknown", None)
-    ranked = sorted(((c, s) for c, s in votes.score.items() if s > 0), key=lambda cs: -cs[1])
+    # equal scores keep the order of data/causes.json, so the answer never depends on hashing order
+    ranked = sorted(((c, s) for c, s in votes.score.items() if s > 0), key=lambda cs: (-cs[1], _ORDER[cs[0]]))
     table = cause_table()
     out: list[Cause] = []
     for cid, s in ranked[:MAX_CAUSES]:
@@ -402,7 +404,7 @@ def _rerank_live(diag: Diagnosis, total: float, unknown: float, cmap: Calibratio
     def demoted(c: Cause) -> bool:
         return c.confirmation is not None and c.confirmation.status == "refuted" and not c.decisive
 
-    diag.causes.sort(key=lambda c: (demoted(c), -c.score))
+    diag.causes.sort(key=lambda c: (demoted(c), -c.score, _ORDER[c.id]))
     _calibrate(diag, total, unknown, cmap, generic)
 
 
