@@ -101,3 +101,58 @@ def test_run_bad_command() -> None:
     assert p.returncode == 127 and b"command not found" in p.stderr   # as a shell says
     p = _run(["run"])
     assert p.returncode == 2 and b"nothing to run" in p.stderr
+
+
+def test_log_escape_sequences_never_reach_the_terminal(tmp_path: Path) -> None:
+    log = tmp_path / "a.log"
+    log.write_bytes(b"\x1b]0;PWNED\x07\x1b[2J\x1b[31mRuntimeError: cuDNN error: CUDNN_STATUS_BAD_PARAM\n"
+                    b"\x9b31m\x1bP1;2|x\x1b\\ \x0e\x7f ok\n")
+    p = _run(["explain", "--no-live", "--file", str(log)])
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert b"CUDNN_STATUS_BAD_PARAM" in out
+    for raw in (b"\x1b", b"\x07", b"\x9b", b"\xc2\x9b", b"\x0e", b"\x7f"):
+        assert raw not in out, raw
+    # the JSON keeps the text (escaped by the JSON encoder)
+    p = _run(["explain", "--json", "--no-live", "--file", str(log)])
+    assert b"\x1b" not in p.stdout and json.loads(p.stdout)["cause"] != "unknown"
+
+
+def test_closed_stdin_is_one_line_and_exit_2() -> None:
+    import os
+
+    p = subprocess.run(CLI + ["explain", "--no-live", "-"], capture_output=True, timeout=60,
+                       stdin=None, preexec_fn=lambda: os.close(0))
+    assert p.returncode == 2
+    err = p.stderr.decode()
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and "standard input" in err
+
+
+def test_full_disk_on_output_is_one_line_and_exit_2() -> None:
+    if not Path("/dev/full").exists():
+        import pytest
+
+        pytest.skip("no /dev/full here")
+    with open("/dev/full", "wb") as full:
+        p = subprocess.run(CLI + ["explain", "--json", "--no-live", "Torch not compiled with CUDA enabled"],
+                           stdout=full, stderr=subprocess.PIPE, timeout=60)
+    err = p.stderr.decode()
+    assert p.returncode == 2
+    assert "Traceback" not in err and "Exception ignored" not in err
+    assert "cannot write the output" in err and len(err.strip().splitlines()) == 1
+
+
+def test_answer_does_not_depend_on_hash_order() -> None:
+    # equal scores (a status that admits two causes equally) must rank the same in every process
+    import os
+
+    msg = ("RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a "
+           "non-contiguous input.")
+    outs = []
+    for seed in ("1", "2", "3", "4", "5"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        p = subprocess.run(CLI + ["explain", "--json", "--no-live", msg], capture_output=True, timeout=60, env=env)
+        d = json.loads(p.stdout)
+        d["looked_at"].pop("analysis_s", None)
+        outs.append(json.dumps(d, sort_keys=True))
+    assert len(set(outs)) == 1

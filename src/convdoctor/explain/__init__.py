@@ -13,9 +13,10 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .engine import Diagnosis, LiveChecks
+    from .live import LiveChecks
+    from .model import Diagnosis
 
-__all__ = ["explain", "explain_file", "install_excepthook"]
+__all__ = ["LiveChecks", "explain", "explain_file", "install_excepthook"]
 
 
 def _text_of(obj: Any) -> str:
@@ -28,8 +29,16 @@ def _text_of(obj: Any) -> str:
     return str(obj)
 
 
+def __getattr__(name: str) -> Any:
+    if name in ("LiveChecks", "Diagnosis"):
+        from . import live, model
+
+        return live.LiveChecks if name == "LiveChecks" else model.Diagnosis
+    raise AttributeError(name)
+
+
 def _live(live: bool | LiveChecks) -> LiveChecks | None:
-    from .engine import LiveChecks
+    from .live import LiveChecks
 
     if isinstance(live, LiveChecks):
         return live

@@ -6,8 +6,12 @@ import argparse
 import os
 import sys
 import time
+from typing import TYPE_CHECKING, BinaryIO
 
 from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from .model import Diagnosis
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,18 +23,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      "2 bad input.")
 
 
-def _explain_stream(stream, live):  # type: ignore[no-untyped-def]
+def _stdin() -> BinaryIO:
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        raise UsageError("standard input is closed: nothing to read (pipe the log in, or use --file LOG)")
+    return stream
+
+
+def _explain_stream(stream: BinaryIO, live: bool) -> Diagnosis:
     from . import _live
     from .engine import analyze
     from .scan import BLOCK, Scanner
 
     t0 = time.perf_counter()
     sc = Scanner()
-    while True:
-        chunk = stream.read(BLOCK)
-        if not chunk:
-            break
-        sc.feed(chunk)
+    try:
+        while True:
+            chunk = stream.read(BLOCK)
+            if not chunk:
+                break
+            sc.feed(chunk)
+    except OSError as exc:
+        raise UsageError(f"cannot read standard input: {exc.strerror or exc}") from None
     res = sc.close()
     looked = {"source": "stdin", "bytes": res.total_bytes, "total_lines": res.total_lines,
               "dropped_lines": res.dropped, "binary_fraction": round(res.binary_fraction, 3),
@@ -39,7 +53,6 @@ def _explain_stream(stream, live):  # type: ignore[no-untyped-def]
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cli import emit
     from . import explain, explain_file
 
     live = not args.no_live
@@ -48,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     if args.file:
         path = args.file
         if path == "-":
-            diag = _explain_stream(sys.stdin.buffer, live)
+            diag = _explain_stream(_stdin(), live)
         else:
             if not os.path.exists(path):
                 raise UsageError(f"no such file: {path}", hint="check the path of the log")
@@ -68,11 +81,32 @@ def run(args: argparse.Namespace) -> int:
             else:
                 diag = explain_file(path, live=live)
     elif args.text == "-":
-        diag = _explain_stream(sys.stdin.buffer, live)
+        diag = _explain_stream(_stdin(), live)
     elif args.text is not None:
         diag = explain(args.text, live=live)
     else:
         raise UsageError("nothing to explain: give the error TEXT, --file LOG, or '-' to read stdin",
                          hint='convdoctor explain "CUDNN_STATUS_NOT_INITIALIZED"')
-    emit(args, diag.to_dict(), diag.render())
+    _emit(args, diag)
     return 1 if diag.cause_id == "unknown" else 0
+
+
+def _emit(args: argparse.Namespace, diag: Diagnosis) -> None:
+    """Print the result; a failed write (a full disk, a closed stdout) is one line and exit 2, and
+    stdout is then pointed at /dev/null so that nothing is retried at exit."""
+    from ..cli import emit
+
+    try:
+        emit(args, diag.to_dict(), diag.render())
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except (OSError, ValueError, AttributeError) as exc:
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.close(null)
+        except OSError:
+            pass
+        why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        raise UsageError(f"cannot write the output: {why}") from None

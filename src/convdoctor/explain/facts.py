@@ -86,6 +86,16 @@ class Facts:
     channels: dict[str, int] | None = None
     padded_vs_kernel: dict[str, list[int]] | None = None
     cudnn_channel_check: bool = False
+    # derived from the above
+    cudnn_relation_kind: str | None = None     # major-differs | runtime-older | same | runtime-newer
+    driver_older_than_cuda: str | None = None
+    missing_lib: str | None = None             # the library that really failed to open
+    missing_lib_kind: str | None = None        # driver | cudnn | dependency
+    type_device_differs: bool = False
+    type_dtype_differs: bool = False
+    over_int32: int | None = None              # elements of the largest tensor past 2^31-1
+    layout_suspect: str | None = None          # an NHWC op's input that reads as NCHW data
+    descriptor_call: str | None = None         # a cuDNN tensor/filter descriptor call that failed
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v not in (None, [], {}, False)}
@@ -97,6 +107,7 @@ _FRAMEWORK_HINTS = (
     ("pytorch", r"\btorch\b|torch\.|RuntimeError: (?:cuDNN|CUDA|Given groups|Calculated padded)|aten/src|c10::|PyTorch"),
 )
 
+_VENDORED_TF_RE = re.compile(r"\S*org_tensorflow\S*")
 _STATUS_RE = re.compile(r"CUDNN_STATUS_[A-Z_]+")
 _STATUS_NUM_RE = re.compile(r"CUDNN_STATUS_SUCCESS \((\d+) vs\. 0\)|\(0 vs\. (\d+)\)[^\n]*cudnn|cudnn (?:status|error)[:= ]+(\d{1,4})\b", _F)
 _LOADED_RE = re.compile(
@@ -114,7 +125,10 @@ _SM_RE = re.compile(r"capability (sm_\d+) is not compatible|(?:cuda|compute) cap
 _ARCH_LIST_RE = re.compile(r"supports CUDA capabilities ((?:sm_\d+\s*)+)", _F)
 _MISSING_RE = re.compile(
     r"(lib[\w+\-]+(?:\.so[\w.]*|\.dylib)|[\w\-]+\.dll)['\"]?(?::| not found| was not found|;\s*dlerror)\s*(?:cannot open shared object file)?", _F)
-_COULD_NOT_LOAD_RE = re.compile(r"Could not load (?:dynamic )?library '?(lib[\w.\-]+)'?", _F)
+_COULD_NOT_LOAD_RE = re.compile(r"Could not load (?:dynamic )?library '?(lib[\w.\-]+|[\w\-]+\.dll)'?", _F)
+# libraries a framework tries to open and works without (TensorRT), and the driver's own libraries
+_OPTIONAL_LIB_RE = re.compile(r"lib(?:nvinfer|nvinfer_plugin|nvonnxparser|nvparsers)\b|nvinfer", _F)
+_DRIVER_LIB_RE = re.compile(r"libcuda\.so\.1|libnvidia-ml\.so\.1|nvcuda\.dll", _F)
 _CUDNN_PATH_RE = re.compile(r"(/[\w./\-]+)/libcudnn[\w.]*\.so[\w.]*")
 _TYPE_PAIR_RE = re.compile(
     r"Input type \(([^)]*)\) and (weight|bias) type \(([^)]*)\)|but type (\S+) does not equal (\S+)|expected scalar type (\w+) but found (\w+)", _F)
@@ -122,10 +136,20 @@ _SHAPE_RES = (
     re.compile(r"torch\.(?:randn|rand|ones|zeros|empty)\(\s*\[?([\d,\s]+)\]?"),
     re.compile(r"input\[([\d,\s]+)\]"),
     re.compile(r"shape\s*\[([\d,\s]+)\]"),
-    re.compile(r"\bf(?:32|16)\[([\d,]+)\]"),
+    re.compile(r"shape[=:]?\s*\(([\d,\s]+)\)"),                       # TF/Keras shape=(8, 224, 224, 3)
+    re.compile(r"\b(?:b?f|s|u|c)(?:8|16|32|64|128)\[([\d,]+)\]"),      # XLA f32[8,3,224,224], bf16[...]
+    re.compile(r"\bsize \[([\d, ]+)\]|torch\.Size\(\[([\d, ]+)\]\)"),
     re.compile(r"Tensor\{([\d,]+)\}"),
     re.compile(r"dimA = ([\d, ]+),"),
 )
+# lists of shapes: Theano's "Inputs shapes: [(0, 5, 6, 8), (3, 5, 5, 6), ...]"
+_SHAPE_LIST_RE = re.compile(r"shapes?\s*[=:]\s*\[((?:\s*\([\d,\s]*\)\s*,?|\s*'[^']*'\s*,?)+)\]", _F)
+_TUPLE_RE = re.compile(r"\(([\d,\s]+)\)")
+# cuDNN's descriptor setters reject sizes: BAD_PARAM for a dimension <= 0, NOT_SUPPORTED for more
+# than 2^31 elements or an unsupported rank (cudnnSetTensorNdDescriptor reference)
+_DESCRIPTOR_RE = re.compile(r"cudnnSet(?:Tensor|Filter)(?:Nd|4d)Descriptor\w*|(?:set|create) (?:tensor|filter)(?:Nd|4d)? descriptor", _F)
+# TensorFlow shape errors: "... (op: 'Conv2D') with input shapes: [?,1,32,32], [3,3,32,32]"
+_OP_INPUT_RE = re.compile(r"with input shapes?: \[([\d?,\s-]+)\]", _F)
 _CONV_RE = re.compile(
     r"(?:nn\.)?(Conv(?:Transpose)?[123]d)\(\s*(\d+)\s*,\s*(\d+)\s*(?:,\s*(?:kernel_size=)?\(?\[?([\d, ]+?)\]?\)?)?(?=[,)])([^\n]*)")
 _KW_RE = {k: re.compile(rf"{k}=\(?\[?([\d, ]+)\]?\)?") for k in ("stride", "padding", "dilation", "groups")}
@@ -135,7 +159,7 @@ _CHANNELS_RE = re.compile(
 _PADDED_RE = re.compile(
     r"Calculated padded input size per channel: \(([\d x]+)\)\.\s*Kernel size: \(([\d x]+)\)", _F)
 # cuDNN's own validation text for a convolution whose input channels are not a multiple of the
-# filter's (seen on the H100 with cuDNN 9.19 through the frontend; scripts/gpu/explain_live.py)
+# filter's (cuDNN 9 through the frontend; scripts/gpu/explain_live.py provokes it)
 _CHANNEL_CHECK_RE = re.compile(r"xDimA\[1\]\s*%\s*wDimA\[1\]")
 _MEM_RE = re.compile(r"Memory usage: (\d+) bytes free, (\d+) bytes total", _F)
 _ZERO_RE = re.compile(r"Tensor\{0,|\{count: 0 |input of size: \[0[\],]|\[0 x \d+", _F)
@@ -159,15 +183,34 @@ def _torch_type(t: str) -> dict[str, str | None]:
     return {"raw": t, "device": device, "dtype": dtype}
 
 
-def extract(text: str) -> Facts:
+def extract(text: str, status_text: str | None = None) -> Facts:
+    """Facts from `text`; cuDNN statuses and missing libraries only from `status_text` when given
+    (the log without its harmless lines: statuses recovered from, optional libraries)."""
     f = Facts()
+    hint_text = _VENDORED_TF_RE.sub(" ", text)   # jaxlib's vendored TensorFlow paths are not TensorFlow
     for name, rx in _FRAMEWORK_HINTS:
-        n = len(re.findall(rx, text))
+        n = len(re.findall(rx, hint_text))
         if n:
             f.frameworks[name] = n
     if f.frameworks:
         f.framework = max(f.frameworks, key=lambda k: f.frameworks[k])
+    failing = text if status_text is None else status_text
+    f.statuses = _statuses(failing)
+    _versions(text, f)
+    _driver(text, f)
+    _libraries(failing, f)
+    _shapes(text, f)
+    f.cudnn_channel_check = bool(_CHANNEL_CHECK_RE.search(text))
+    m = _DESCRIPTOR_RE.search(failing)
+    if m:
+        f.descriptor_call = m.group(0)
+    m = _MEM_RE.search(text)
+    if m and int(m.group(2)) > 0:
+        f.memory_free_fraction = round(int(m.group(1)) / int(m.group(2)), 4)
+    return f
 
+
+def _statuses(text: str) -> list[str]:
     statuses: list[str] = []
     for s in _STATUS_RE.findall(text):
         if s not in statuses and s != "CUDNN_STATUS_SUCCESS":
@@ -180,8 +223,10 @@ def extract(text: str) -> Facts:
         name = table["v9"].get(num) if int(num) >= 1000 else table["v8"].get(num)
         if name and name not in statuses:
             statuses.append(name)
-    f.statuses = statuses
+    return statuses
 
+
+def _versions(text: str, f: Facts) -> None:
     loaded = compiled = None
     m = _LOADED_RE.search(text)
     if m:
@@ -197,18 +242,25 @@ def extract(text: str) -> Facts:
         mm = _JAX_MIN_RE.search(text)
         compiled = parse_cudnn_version(mm.group(1) if mm else m.group(1))
         loaded = parse_cudnn_version(m.group(2))
-    if loaded and compiled:
-        f.cudnn_loaded, f.cudnn_compiled = str(loaded), str(compiled)
-        if loaded.major != compiled.major:
-            f.cudnn_relation = f"major differs: runtime {loaded} vs compiled {compiled}"
-        elif loaded.minor < compiled.minor:
-            f.cudnn_relation = f"runtime minor older: runtime {loaded} < compiled {compiled}"
-        elif (loaded.minor, loaded.patch) == (compiled.minor, compiled.patch):
-            f.cudnn_relation = f"same version {loaded} (a mismatch message here points at a mixed install)"
-        else:
-            f.cudnn_relation = (f"runtime {loaded} newer than compiled {compiled} (accepted by current "
-                                "frameworks; old TensorFlow required the exact version)")
+    if not (loaded and compiled):
+        return
+    f.cudnn_loaded, f.cudnn_compiled = str(loaded), str(compiled)
+    if loaded.major != compiled.major:
+        f.cudnn_relation_kind = "major-differs"
+        f.cudnn_relation = f"major differs: runtime {loaded} vs compiled {compiled}"
+    elif loaded.minor < compiled.minor:
+        f.cudnn_relation_kind = "runtime-older"
+        f.cudnn_relation = f"runtime minor older: runtime {loaded} < compiled {compiled}"
+    elif (loaded.minor, loaded.patch) == (compiled.minor, compiled.patch):
+        f.cudnn_relation_kind = "same"
+        f.cudnn_relation = f"same version {loaded} (a mismatch message here points at a mixed install)"
+    else:
+        f.cudnn_relation_kind = "runtime-newer"
+        f.cudnn_relation = (f"runtime {loaded} newer than compiled {compiled} (accepted by current "
+                            "frameworks; old TensorFlow required the exact version)")
 
+
+def _driver(text: str, f: Facts) -> None:
     m = _DRIVER_FOUND_RE.search(text)
     if m:
         f.driver_found_cuda = cuda_from_driver_api(int(m.group(1)))
@@ -220,7 +272,13 @@ def extract(text: str) -> Facts:
         v = next((g for g in groups if g), None)
         if v and v not in f.cuda_mentioned:
             f.cuda_mentioned.append(v)
-
+    if f.driver_max_cuda_major is not None:
+        newer = [c for c in f.cuda_mentioned if (_major(c) or 0) > f.driver_max_cuda_major]
+        if newer:
+            f.driver_older_than_cuda = (f"driver {f.driver_version} supports CUDA {f.driver_max_cuda_major}.x "
+                                        f"but CUDA {newer[0]} is in use")
+        elif f.driver_max_cuda_major < 12:
+            f.driver_older_than_cuda = f"driver {f.driver_version} predates CUDA 12 (current wheels need >= 525)"
     m = _SM_RE.search(text)
     if m:
         f.gpu_sm = m.group(1) or ("sm_" + m.group(2).replace(".", ""))
@@ -228,6 +286,8 @@ def extract(text: str) -> Facts:
     if m:
         f.arch_list = m.group(1).split()
 
+
+def _libraries(text: str, f: Facts) -> None:
     for target, found in ((f.missing_libs, _MISSING_RE.findall(text)),
                           (f.failed_libs, _COULD_NOT_LOAD_RE.findall(text))):
         for lib in found:
@@ -239,27 +299,39 @@ def extract(text: str) -> Facts:
         if d not in dirs:
             dirs.append(d)
     f.cudnn_lib_dirs = dirs
-
+    needed = [m for m in f.missing_libs if not _OPTIONAL_LIB_RE.match(m)]
+    cudnn = [m for m in needed if m.lower().startswith(("libcudnn", "cudnn"))]
+    other = [m for m in needed if m not in cudnn]
+    if other and not cudnn:
+        f.missing_lib = other[0]
+        f.missing_lib_kind = "driver" if _DRIVER_LIB_RE.match(other[0]) else "dependency"
+    elif cudnn:
+        f.missing_lib, f.missing_lib_kind = cudnn[0], "cudnn"
     for g in _TYPE_PAIR_RE.findall(text):
-        if g[0]:
-            f.type_pair = [_torch_type(g[0]), _torch_type(g[2])]
-        elif g[3]:
-            f.type_pair = [_torch_type(g[3]), _torch_type(g[4])]
-        elif g[5]:
-            f.type_pair = [_torch_type(g[5]), _torch_type(g[6])]
+        a, b = (g[0], g[2]) if g[0] else ((g[3], g[4]) if g[3] else (g[5], g[6]))
+        f.type_pair = [_torch_type(a), _torch_type(b)]
+        ta, tb = f.type_pair
+        f.type_device_differs = bool(ta.get("device") and tb.get("device") and ta["device"] != tb["device"])
+        f.type_dtype_differs = bool(ta.get("dtype") and tb.get("dtype") and ta["dtype"] != tb["dtype"])
         break
 
+
+def _shapes(text: str, f: Facts) -> None:
     shapes: list[list[int]] = []
     for shape_rx in _SHAPE_RES:
         for s in shape_rx.findall(text):
-            dims = _ints(s)
+            dims = _ints(s if isinstance(s, str) else " ".join(s))
+            if 2 <= len(dims) <= 6 and dims not in shapes:
+                shapes.append(dims)
+    for m in _SHAPE_LIST_RE.finditer(text):
+        for tup in _TUPLE_RE.findall(m.group(1)):
+            dims = _ints(tup)
             if 2 <= len(dims) <= 6 and dims not in shapes:
                 shapes.append(dims)
     f.shapes = shapes[:20]
     if shapes:
         f.max_numel = max(math.prod(s) for s in shapes)
     f.zero_size = bool(_ZERO_RE.search(text)) or any(0 in s for s in shapes)
-
     m = _CHANNELS_RE.search(text)
     if m:
         f.channels = {"expected": int(m.group(3)), "got": int(m.group(4))}
@@ -268,7 +340,6 @@ def extract(text: str) -> Facts:
     m = _PADDED_RE.search(text)
     if m:
         f.padded_vs_kernel = {"padded_input": _ints(m.group(1)), "kernel": _ints(m.group(2))}
-
     conv = _parse_conv(text)
     if conv is not None:
         f.conv = conv
@@ -278,12 +349,21 @@ def extract(text: str) -> Facts:
             if conv.get("transposed"):
                 est *= math.prod(conv.get("stride") or [1]) or 1
             f.est_output_numel = est
+    numel = max(f.max_numel or 0, f.est_output_numel or 0)
+    if numel > INT32_MAX:
+        f.over_int32 = numel
+    m = _OP_INPUT_RE.search(text)
+    if m:
+        dims = [-1 if d.strip() in ("?", "-1") else int(d) for d in m.group(1).split(",") if d.strip()]
+        if len(dims) in (4, 5) and 1 <= dims[1] <= 4 and all(d >= 16 for d in dims[2:]):
+            f.layout_suspect = "[" + ",".join("?" if d < 0 else str(d) for d in dims) + "]"
 
-    f.cudnn_channel_check = bool(_CHANNEL_CHECK_RE.search(text))
-    m = _MEM_RE.search(text)
-    if m and int(m.group(2)) > 0:
-        f.memory_free_fraction = round(int(m.group(1)) / int(m.group(2)), 4)
-    return f
+
+def _major(v: str) -> int | None:
+    try:
+        return int(str(v).split(".")[0])
+    except ValueError:
+        return None
 
 
 def _parse_conv(text: str) -> dict[str, Any] | None:

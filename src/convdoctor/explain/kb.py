@@ -1,12 +1,27 @@
-"""The knowledge base: message patterns, causes and their fixes, cuDNN status codes and the map from
-other convdoctor findings to cause ids, all loaded from the JSON files in data/ (cached)."""
+"""The knowledge base, one list of message patterns loaded from data/:
+
+- `patterns.json`: patterns written from real messages (each with examples and their public URL);
+- `templates/*.json`: message templates read in the frameworks' and libraries' sources (each with
+  its source file and version), and the CUDA runtime/driver error tables (`cuda_errors.json`).
+
+Every entry becomes a `Pattern`: a case-insensitive regex, a role (`failure`, `context`, `noise`),
+vote weights per cause and the share of its meaning left open (`unknown`). Template causes are
+probabilities; they become weights on the same scale as patterns.json (`ROLE_SCALE`).
+
+Matching stays fast on big logs through required literals: each pattern's regex parse tree gives
+the literal runs one of which any match must contain (`required_literals`), and `PatternIndex`
+files each pattern under one 4-character piece of its rarest literal, so a line is only tried
+against patterns whose pieces it contains.
+"""
 
 from __future__ import annotations
 
 import functools
 import json
 import re
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -18,6 +33,11 @@ CAUSE_IDS: tuple[str, ...] = (
     "non-contiguous-input", "empty-tensor", "unsupported-config", "illegal-memory-access",
     "hardware-fault", "harmless-warning", "unknown",
 )
+# vote weight of a template cause with probability 1, by role (patterns.json's specific messages
+# vote 10-12; its context lines 1-6; its noise 3-6)
+ROLE_SCALE = {"failure": 12.0, "context": 5.0, "noise": 6.0}
+GENERIC_SHARE = 0.6   # a failure pattern whose strongest cause has less than this share is generic
+GRAM = 4
 
 
 @dataclass(frozen=True)
@@ -26,9 +46,14 @@ class Pattern:
     regex: re.Pattern[str]
     causes: dict[str, float]
     role: str
-    examples: tuple[dict[str, str], ...]
+    examples: tuple[dict[str, str], ...] = ()
     note: str = ""
     keys: tuple[str, ...] | None = None  # lower-case literals, one of which any match contains
+    source: str = ""                     # where the pattern comes from (URL, or file@version)
+    unknown: float = 0.0                 # weight left to causes the pattern does not name
+    levels: tuple[str, ...] = ()         # log levels the message is normally printed at (W: a warning)
+    origin: str = "patterns"             # patterns | template | cuda-errors
+    generic: bool = False                # failure message whose causes are spread (a status, not a cause)
 
     def may_match(self, low: str) -> bool:
         """Cheap gate on the lower-cased line before the regex runs."""
@@ -46,7 +71,7 @@ def required_literals(pattern: str) -> tuple[str, ...] | None:
     except ImportError:  # Python 3.10
         import sre_parse  # type: ignore[no-redef]
     tree = list(sre_parse.parse(pattern))
-    branches: list[list] = [tree]
+    branches: list[list] = [tree]  # type: ignore[type-arg]
     if len(tree) == 1:
         op, av = tree[0]
         if str(op) == "BRANCH":
@@ -74,15 +99,224 @@ def _load(name: str) -> Any:
     return json.loads(text)
 
 
+def _is_generic(causes: dict[str, float], unknown: float, role: str) -> bool:
+    total = sum(v for v in causes.values() if v > 0) + unknown
+    return role == "failure" and bool(causes) and max(causes.values()) < GENERIC_SHARE * total
+
+
+def _make(pid: str, regex: str, causes: dict[str, float], role: str, **kw: Any) -> Pattern:
+    unknown = float(kw.pop("unknown", 0.0))
+    causes = {k: float(v) for k, v in causes.items() if k != "unknown" and k in CAUSE_IDS}
+    return Pattern(id=pid, regex=re.compile(regex, re.IGNORECASE), causes=causes, role=role,
+                   keys=required_literals(regex), unknown=unknown,
+                   generic=_is_generic(causes, unknown, role), **kw)
+
+
+def _curated() -> Iterator[Pattern]:
+    for p in _load("patterns.json")["patterns"]:
+        ex = tuple(p.get("examples", ()))
+        yield _make(p["id"], p["regex"], p["causes"], p["role"], examples=ex, note=p.get("note", ""),
+                    source=ex[0]["source"] if ex else "", levels=tuple(p.get("levels", ())))
+
+
+def _scaled(causes: dict[str, float], role: str) -> tuple[dict[str, float], float]:
+    scale = ROLE_SCALE.get(role, 5.0)
+    return ({k: v * scale for k, v in causes.items() if k != "unknown"},
+            float(causes.get("unknown", 0.0)) * scale)
+
+
+def _template_files() -> list[str]:
+    folder = resources.files("convdoctor.explain").joinpath("data", "templates")
+    try:
+        return sorted(p.name for p in folder.iterdir() if p.name.endswith(".json"))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _templates() -> Iterator[Pattern]:
+    for name in _template_files():
+        data = _load(f"templates/{name}")
+        if "templates" in data:
+            yield from _source_templates(name, data)
+        else:
+            yield from _cuda_errors(data)
+
+
+def _source_templates(name: str, data: dict[str, Any]) -> Iterator[Pattern]:
+    src = data.get("source", {})
+    for t in data["templates"]:
+        role = t.get("role", "failure")
+        causes, unknown = _scaled(t.get("causes", {}), role)
+        where = _where(t.get("repo") or src.get("repo", ""), t.get("file", ""), t.get("version") or src.get("version", ""))
+        ex = ({"text": t["example"], "source": where},) if t.get("example") else ()
+        pid = f"{name[:-5]}:{t['id']}"
+        try:
+            yield _make(pid, t["regex"], causes, role, unknown=unknown, examples=ex,
+                        note=t.get("rationale", ""), source=where, levels=tuple(t.get("levels", ())),
+                        origin="template")
+        except re.error:
+            continue
+        head = template_head(t.get("text", ""))
+        if head:
+            yield _make(pid + "#head", _literal_regex(head), causes, role, unknown=unknown,
+                        examples=({"text": head, "source": where},), note="the first sentence of " + pid,
+                        source=where, levels=tuple(t.get("levels", ())), origin="template")
+
+
+_PLACEHOLDER = re.compile(r"%[-+ #0]*\d*(?:\.\d+)?[a-zA-Z]|\{[^{}]*\}|\$\d")
+HEAD_MIN = 20
+
+
+def template_head(text: str) -> str | None:
+    """The first sentence of a template, when it is literal text of at least HEAD_MIN characters and
+    not the whole message: other versions of a framework (and truncated pastes) keep the head of a
+    message and change its tail."""
+    m = re.search(r"[.!?;](?=\s)", text)
+    if m is None:
+        return None
+    head = text[: m.end()].strip()
+    if len(head) < HEAD_MIN or _PLACEHOLDER.search(head) or head == text.strip():
+        return None
+    return head
+
+
+def _literal_regex(text: str) -> str:
+    return "".join(r"\s+" if p.isspace() else re.escape(p) for p in re.split(r"(\s+)", text) if p)
+
+
+def _where(repo: str, path: str, version: str) -> str:
+    """A link to the source file at the version read, where the version is a commit or a tag."""
+    if repo and path and re.fullmatch(r"[0-9a-f]{7,40}|v?\d+(?:\.\d+)+[\w.-]*", version or ""):
+        return f"https://github.com/{repo}/blob/{version}/{path}"
+    return f"{repo}/{path}@{version}" if version else f"{repo}/{path}"
+
+
+# how CUDA error names and descriptions appear in logs: the name itself (cudaErrorX, CUDA_ERROR_X),
+# or the description after the framework's prefix ("CUDA error: out of memory", "Status: ...")
+_DESC_PREFIX = (r"(?:cuda(?:\s+runtime)?\s+(?:error|failure)\s*(?:\(\d+\)|\d+)?\s*:?\s*(?:\d+\s+)?|Status:\s*"
+                r"|cuda\w*Error\w*\s*[:(]\s*|CUDA_ERROR_\w+:\s*|CUresult\W+\w+:\s*|cuInit: \w+:\s*)")
+
+
+# operating-system error texts that CUDA descriptions share
+_ERRNO_LIKE = frozenset({"operation not supported", "operation not permitted", "out of memory", "invalid argument",
+                         "unknown error", "device or resource busy", "file not found", "not supported"})
+
+
+def _distinctive(desc: str) -> bool:
+    return len(desc.split()) >= 3 and len(desc) >= 18 and desc.lower() not in _ERRNO_LIKE
+
+
+def _library_statuses() -> Iterator[Pattern]:
+    data = _load("library_status.json")
+    for lib in data["libraries"]:
+        for st in lib["statuses"]:
+            causes, unknown = _scaled(st["causes"], st["role"])
+            yield _make(f"{lib['library'].lower()}:{st['name']}", rf"\b{st['name']}\b", causes, st["role"],
+                        unknown=unknown, examples=({"text": st["name"], "source": lib["source"]},),
+                        note=st.get("rationale", ""), source=lib["source"], origin="library-status")
+
+
+def _cuda_errors(data: dict[str, Any]) -> Iterator[Pattern]:
+    src = data.get("source", {})
+    for table in ("runtime", "driver"):
+        doc = src.get(f"{table}_doc", {})
+        where = f"{doc.get('file', table)}@{doc.get('version', '')}"
+        for e in data.get(table, []):
+            role = e.get("role", "context")
+            causes, unknown = _scaled(e.get("causes", {}), role)
+            alts = [rf"\b{re.escape(e['name'])}\b"]
+            desc = (e.get("description") or "").strip().rstrip(".")
+            if len(desc.split()) >= 2:
+                lit = _literal_regex(desc)
+                # a description distinctive enough stands alone (frameworks embed it in their own words:
+                # "operation cudaGetLastError() failed: <description>", "Check failed: ... <description>")
+                alts.append(lit if _distinctive(desc) else _DESC_PREFIX + lit)
+            yield _make(f"cuda:{e['name']}", "|".join(alts), causes, role, unknown=unknown,
+                        examples=({"text": e["name"] + (": " + desc if desc else ""), "source": where},),
+                        note=e.get("rationale", ""), source=where, origin="cuda-errors")
+
+
 @functools.lru_cache(maxsize=1)
 def patterns() -> tuple[Pattern, ...]:
-    out = []
-    for p in _load("patterns.json")["patterns"]:
-        out.append(Pattern(id=p["id"], regex=re.compile(p["regex"], re.IGNORECASE),
-                           causes={k: float(v) for k, v in p["causes"].items()}, role=p["role"],
-                           examples=tuple(p.get("examples", ())), note=p.get("note", ""),
-                           keys=required_literals(p["regex"])))
+    out: list[Pattern] = list(_curated())
+    seen = {p.id for p in out}
+    for p in (*_library_statuses(), *_templates()):
+        if p.id not in seen:
+            seen.add(p.id)
+            out.append(p)
     return tuple(out)
+
+
+_VARIANTS: dict[str, Pattern] = {}
+
+
+def noise_variant(p: Pattern) -> Pattern:
+    """`p` read as harmless noise (its captured values showed the failure does not concern this run)."""
+    v = _VARIANTS.get(p.id)
+    if v is None:
+        v = Pattern(id=p.id + "~noise", regex=p.regex, causes={"harmless-warning": ROLE_SCALE["noise"]},
+                    role="noise", examples=p.examples, note=p.note, keys=p.keys, source=p.source,
+                    origin=p.origin)
+        _VARIANTS[p.id] = v
+    return v
+
+
+def pattern_by_id() -> dict[str, Pattern]:
+    """Every pattern by id, the noise variants made so far included."""
+    table = _by_id()
+    if _VARIANTS:
+        table = {**table, **{v.id: v for v in _VARIANTS.values()}}
+    return table
+
+
+@functools.lru_cache(maxsize=1)
+def _by_id() -> dict[str, Pattern]:
+    return {p.id: p for p in patterns()}
+
+
+@dataclass
+class PatternIndex:
+    """Patterns filed under one 4-character piece of a required literal (the rarest piece of each
+    literal, counted over all literals), plus those without literals (always tried)."""
+    by_gram: dict[str, list[int]] = field(default_factory=dict)
+    always: list[int] = field(default_factory=list)
+    pats: tuple[Pattern, ...] = ()
+
+    def candidates(self, low: str, grams: set[str] | None = None) -> list[Pattern]:
+        """The patterns a lower-cased line may match (`grams`: the line's 4-character pieces, when the
+        caller has them already)."""
+        if grams is None:
+            grams = line_grams(low)
+        hits: set[int] = set(self.always)
+        for g in grams & self.by_gram.keys():
+            hits.update(self.by_gram[g])
+        return [self.pats[i] for i in sorted(hits)]
+
+
+def line_grams(low: str) -> set[str]:
+    return {low[i:i + GRAM] for i in range(len(low) - GRAM + 1)}
+
+
+def build_index(pats: tuple[Pattern, ...]) -> PatternIndex:
+    freq: Counter[str] = Counter()
+    for p in pats:
+        for k in p.keys or ():
+            freq.update({k[i:i + GRAM] for i in range(len(k) - GRAM + 1)})
+    idx = PatternIndex(pats=pats)
+    for n, p in enumerate(pats):
+        if not p.keys or any(len(k) < GRAM for k in p.keys):
+            idx.always.append(n)
+            continue
+        for k in p.keys:
+            grams = [k[i:i + GRAM] for i in range(len(k) - GRAM + 1)]
+            best = min(grams, key=lambda g: (freq[g], g))
+            idx.by_gram.setdefault(best, []).append(n)
+    return idx
+
+
+@functools.lru_cache(maxsize=4)
+def index(role_set: frozenset[str]) -> PatternIndex:
+    return build_index(tuple(p for p in patterns() if p.role in role_set))
 
 
 @functools.lru_cache(maxsize=1)

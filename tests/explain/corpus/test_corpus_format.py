@@ -1,0 +1,96 @@
+"""Format of the message corpus files (tests/explain/corpus/*.jsonl); see README.md."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import split
+
+HERE = Path(__file__).parent
+CAUSES = Path(__file__).parents[3] / "src/convdoctor/explain/data/causes.json"
+FILES = sorted(HERE.glob("*.jsonl"))
+FIELDS = ("id", "split", "group", "framework", "url", "repo", "opened", "cause", "reason", "text")
+GROUPS = {"pytorch", "tensorflow", "jax", "other"}
+MAX_PER_THREAD = 3
+MAX_LINES = 120
+
+
+def _rows(path: Path) -> list[dict]:
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        assert line.strip(), f"{path.name}:{n}: blank line"
+        row = json.loads(line)
+        assert isinstance(row, dict), f"{path.name}:{n}: not an object"
+        rows.append(row)
+    return rows
+
+
+ALL = [(p.name, r) for p in FILES for r in _rows(p)]
+
+
+def test_there_are_corpus_files() -> None:
+    assert any(p.name == "dev_existing.jsonl" for p in FILES)
+    assert len(ALL) >= 162
+
+
+def _cause_ids() -> set[str]:
+    return set(json.loads(CAUSES.read_text(encoding="utf-8"))["causes"])
+
+
+@pytest.mark.parametrize(("name", "row"), ALL, ids=[r.get("id", "?") for _, r in ALL])
+def test_entry(name: str, row: dict) -> None:
+    missing = [f for f in FIELDS if f not in row]
+    assert not missing, f"missing fields {missing}"
+    for f in FIELDS:
+        if f != "opened":
+            assert isinstance(row[f], str) and row[f].strip(), f"{f} must be a non-empty string"
+    assert row["split"] == ("dev" if name.startswith("dev") else row["split"])
+    assert row["split"] in ("dev", "blind")
+    assert row["group"] in GROUPS
+    assert row["cause"] in _cause_ids()
+    assert row["opened"] is None or re.fullmatch(r"\d{4}-\d{2}-\d{2}", row["opened"])
+    assert row["repo"] == split.repo_of(row["url"])
+    assert split.side(row["url"], row["opened"]) == row["split"]
+    assert len(row["text"].splitlines()) <= MAX_LINES
+
+
+def test_ids_are_unique() -> None:
+    ids = Counter(r["id"] for _, r in ALL)
+    assert not [i for i, n in ids.items() if n > 1]
+
+
+def test_no_thread_gives_more_than_three_messages() -> None:
+    threads = Counter(split.thread_of(r["url"]) for _, r in ALL)
+    over = {t: n for t, n in threads.items() if n > MAX_PER_THREAD}
+    assert not over, over
+
+
+def test_no_duplicate_texts_within_a_thread() -> None:
+    seen = Counter((split.thread_of(r["url"]), r["text"].strip()) for _, r in ALL)
+    assert not [k for k, n in seen.items() if n > 1]
+
+
+def test_new_messages_come_from_new_threads() -> None:
+    old, _ = split.existing_dev()
+    new = [
+        r["id"]
+        for name, r in ALL
+        if name != "dev_existing.jsonl" and split.thread_of(r["url"]) in old
+    ]
+    assert not new, f"threads of the earlier corpus: {new}"
+
+
+def test_new_dev_messages_meet_the_mix() -> None:
+    """dev.jsonl: at least 240 messages from at least 100 threads, with the group shares of the brief."""
+    rows = [r for name, r in ALL if name == "dev.jsonl"]
+    total = len(rows)
+    assert total >= 240
+    assert len({split.thread_of(r["url"]) for r in rows}) >= 100
+    groups = Counter(r["group"] for r in rows)
+    assert groups["tensorflow"] >= 0.30 * total
+    assert groups["jax"] >= 0.25 * total
+    assert groups["other"] >= 0.20 * total
