@@ -287,11 +287,11 @@ def test_a_listing_gives_up_after_max_exclusions(monkeypatch: pytest.MonkeyPatch
 
 
 def test_the_step_watch_reads_only_complete_lines(tmp_path: Path) -> None:
-    from convdoctor.tune.worker import ListingStep, _StepWatch
+    from convdoctor.tune.steps import ListingStep, StepWatch
 
     p = tmp_path / "steps"
     p.write_text("build\teng1\teng1_k2=0\ntime\teng3\teng3_k1=")  # the last line half-written
-    w = _StepWatch(str(p), 30.0)
+    w = StepWatch(str(p), 30.0)
     assert w.last() == ListingStep("build", "eng1", "eng1_k2=0")
     assert w.poll() is None  # a build is not under the quick-time watchdog
     p.write_text("time\teng3\teng3_k1=4\n")
