@@ -434,96 +434,133 @@ def _finite(v: float) -> float:
     return v if v == v and v not in (float("inf"), float("-inf")) else 1e300
 
 
+class _Server:
+    """The worker side of the protocol: one backend, its prepared runners, and one handler per
+    request `op` (`_OPS`), each returning the reply."""
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+        self.backend: Any = None
+        self.runners: dict[int, Any] = {}
+        self.next_id = 0
+
+    def hello(self, msg: dict[str, Any]) -> dict[str, Any]:
+        self.backend = _load_backend(self.spec)
+        return {"name": self.backend.name, "environment": self.backend.environment()}
+
+    def candidates(self, msg: dict[str, Any]) -> dict[str, Any]:
+        backend = self.backend
+        lister = backend.candidates
+        if msg.get("lean"):
+            lister = getattr(backend, "lean_candidates", None)
+            if lister is None:
+                raise RuntimeError(f"backend {backend.name!r} has no short candidate list")
+        if hasattr(backend, "listing_exclude"):
+            backend.listing_exclude = {str(u) for u in msg.get("exclude") or ()}
+        if hasattr(backend, "listing_exclude_why"):
+            backend.listing_exclude_why = {str(u): str(w) for u, w in
+                                           (msg.get("exclude_why") or {}).items()}
+        with StepFile(msg.get("progress")):
+            cands = lister(ConvProblem.from_dict(msg["problem"]))
+        return {"candidates": [c.to_dict() for c in cands], "listing": listing_record(backend)}
+
+    def prepare(self, msg: dict[str, Any]) -> dict[str, Any]:
+        r = self.backend.prepare(ConvProblem.from_dict(msg["problem"]),
+                                 Candidate.from_dict(msg["candidate"]))
+        self.next_id += 1
+        self.runners[self.next_id] = r
+        return {"id": self.next_id, "placements": int(getattr(r, "placements", 1) or 1)}
+
+    def warmup(self, msg: dict[str, Any]) -> dict[str, Any]:
+        self.runners[msg["id"]].warmup()
+        return {}
+
+    def settle(self, msg: dict[str, Any]) -> dict[str, Any]:
+        settle = getattr(self.runners[msg["id"]], "settle", None)
+        if callable(settle):
+            settle()
+        return {}
+
+    def time(self, msg: dict[str, Any]) -> dict[str, Any]:
+        r = self.runners[msg["id"]]
+        slot = msg.get("slot")
+        samples = (r.time(int(msg["reps"]), slot=int(slot))
+                   if slot is not None and getattr(r, "slotted", False)
+                   else r.time(int(msg["reps"])))
+        return {"samples": samples, "timing": str(getattr(r, "timing_mode", "") or "")}
+
+    def check(self, msg: dict[str, Any]) -> dict[str, Any]:
+        c = self.runners[msg["id"]].check()
+        return {"correctness": {"ok": c.ok, "max_rel_err": _finite(c.max_rel_err),
+                                "tolerance": c.tolerance, "detail": c.detail}}
+
+    def close(self, msg: dict[str, Any]) -> dict[str, Any]:
+        r = self.runners.pop(msg["id"], None)
+        if r is not None:
+            r.close()
+        return {}
+
+    def peaks(self, msg: dict[str, Any]) -> dict[str, Any]:
+        return {"peaks": backend_peaks(self.backend)}
+
+    def clock(self, msg: dict[str, Any]) -> dict[str, Any]:
+        c = self.backend.clock()
+        return {"clock": None if c is None else {
+            "sm_clock_mhz": c.sm_clock_mhz, "max_sm_clock_mhz": c.max_sm_clock_mhz,
+            "reasons": c.reasons, "slowdown": c.slowdown}}
+
+    def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """The reply to one request; a sticky error ends the process (the parent restarts it)."""
+        op = msg.get("op")
+        try:
+            handler = _OPS.get(op) if isinstance(op, str) else None
+            if handler is None:
+                return {"error": f"unknown op {op!r}"}
+            return handler(self, msg)
+        except CandidateUnsupported as exc:
+            return {"unsupported": str(exc) or "unsupported"}
+        except StickyError as exc:
+            print(f"sticky error, worker exits: {exc}", file=sys.stderr, flush=True)
+            os._exit(3)
+        except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
+            return {"error": f"{type(exc).__name__}: {exc}"}
+
+    def shutdown(self) -> None:
+        for r in self.runners.values():
+            try:
+                r.close()
+            except Exception:  # noqa: BLE001
+                pass
+        shutdown = getattr(self.backend, "shutdown", None)
+        if callable(shutdown):
+            shutdown()
+
+
+_OPS: dict[str, Callable[[_Server, dict[str, Any]], dict[str, Any]]] = {
+    "hello": _Server.hello, "candidates": _Server.candidates, "prepare": _Server.prepare,
+    "warmup": _Server.warmup, "settle": _Server.settle, "time": _Server.time,
+    "check": _Server.check, "close": _Server.close, "peaks": _Server.peaks,
+    "clock": _Server.clock,
+}
+
+
 def serve(spec: str) -> int:
+    """Answer the parent's requests, one JSON line each, until "exit" or the end of input."""
     # Keep the protocol channel private: anything the backend prints goes to stderr.
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    runners: dict[int, Any] = {}
-    next_id = 0
-    backend: Any = None
+    server = _Server(spec)
     for line in sys.stdin:
         line = line.strip()
         if not line:
             continue
         msg = json.loads(line)
-        op = msg.get("op")
-        reply: dict[str, Any] = {}
-        try:
-            if op == "exit":
-                break
-            if op == "hello":
-                backend = _load_backend(spec)
-                reply = {"name": backend.name, "environment": backend.environment()}
-            elif op == "candidates":
-                lister = backend.candidates
-                if msg.get("lean"):
-                    lister = getattr(backend, "lean_candidates", None)
-                    if lister is None:
-                        raise RuntimeError(f"backend {backend.name!r} has no short candidate list")
-                if hasattr(backend, "listing_exclude"):
-                    backend.listing_exclude = {str(u) for u in msg.get("exclude") or ()}
-                if hasattr(backend, "listing_exclude_why"):
-                    backend.listing_exclude_why = {str(u): str(w) for u, w in
-                                                   (msg.get("exclude_why") or {}).items()}
-                with StepFile(msg.get("progress")):
-                    cands = lister(ConvProblem.from_dict(msg["problem"]))
-                reply = {"candidates": [c.to_dict() for c in cands],
-                         "listing": listing_record(backend)}
-            elif op == "prepare":
-                r = backend.prepare(ConvProblem.from_dict(msg["problem"]),
-                                    Candidate.from_dict(msg["candidate"]))
-                next_id += 1
-                runners[next_id] = r
-                reply = {"id": next_id, "placements": int(getattr(r, "placements", 1) or 1)}
-            elif op == "warmup":
-                runners[msg["id"]].warmup()
-            elif op == "settle":
-                settle = getattr(runners[msg["id"]], "settle", None)
-                if callable(settle):
-                    settle()
-            elif op == "time":
-                r = runners[msg["id"]]
-                slot = msg.get("slot")
-                samples = (r.time(int(msg["reps"]), slot=int(slot))
-                           if slot is not None and getattr(r, "slotted", False)
-                           else r.time(int(msg["reps"])))
-                reply = {"samples": samples,
-                         "timing": str(getattr(r, "timing_mode", "") or "")}
-            elif op == "check":
-                c = runners[msg["id"]].check()
-                reply = {"correctness": {"ok": c.ok, "max_rel_err": _finite(c.max_rel_err),
-                                         "tolerance": c.tolerance, "detail": c.detail}}
-            elif op == "close":
-                r = runners.pop(msg["id"], None)
-                if r is not None:
-                    r.close()
-            elif op == "peaks":
-                reply = {"peaks": backend_peaks(backend)}
-            elif op == "clock":
-                c = backend.clock()
-                reply = {"clock": None if c is None else {
-                    "sm_clock_mhz": c.sm_clock_mhz, "max_sm_clock_mhz": c.max_sm_clock_mhz,
-                    "reasons": c.reasons, "slowdown": c.slowdown}}
-            else:
-                reply = {"error": f"unknown op {op!r}"}
-        except CandidateUnsupported as exc:
-            reply = {"unsupported": str(exc) or "unsupported"}
-        except StickyError as exc:
-            print(f"sticky error, worker exits: {exc}", file=sys.stderr, flush=True)
-            os._exit(3)
-        except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
-            reply = {"error": f"{type(exc).__name__}: {exc}"}
-        proto.write(json.dumps(reply) + "\n")
+        if msg.get("op") == "exit":
+            break
+        proto.write(json.dumps(server.handle(msg)) + "\n")
         proto.flush()
-    for r in runners.values():
-        try:
-            r.close()
-        except Exception:  # noqa: BLE001
-            pass
-    shutdown = getattr(backend, "shutdown", None)
-    if callable(shutdown):
-        shutdown()
+    server.shutdown()
     return 0
 
 
