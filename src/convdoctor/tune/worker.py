@@ -29,6 +29,7 @@ from ..measure.clock import ClockReading
 from ..measure.correctness import Correctness
 from ..problem import ConvProblem
 from ..settings import Settings
+from .steps import ListingStep as ListingStep  # importable from here too
 from .steps import StepFile, StepWatch
 
 
