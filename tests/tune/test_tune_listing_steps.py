@@ -1,5 +1,5 @@
 """Listing steps on the CUDA side, without a GPU: what a listing reports, and the engines it leaves
-out (session 18: a cuDNN plan that never returned from its quick time cost 3D fp16 wgrad problems
+out (on an H100, a cuDNN plan that never returned from its quick time cost 3D fp16 wgrad problems
 their full listing)."""
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def test_shared_placements_find_a_3pct_faster_engine_that_private_placements_mis
     shared = sum(_pick(s, slotted=True)[0] == "eng:best" for s in seeds)
     private = sum(_pick(s, slotted=False)[0] == "eng:best" for s in seeds)
     assert shared >= 19
-    # one private placement each (the pre-session-7 tuner): up to 8% between candidates' buffers
+    # one private placement each (no shared slots): up to 8% between candidates' buffers
     assert private <= 16
 
 
@@ -145,10 +145,10 @@ def test_the_ranked_time_is_stored_with_each_finalist() -> None:
 
 
 def test_a_plan_whose_slow_placement_the_guard_fixes_wins_and_only_finalists_settle() -> None:
-    # session 29, Conv2d_4a_3x3 fp32 wgrad: a plan at 590 us was 22% slower on one workspace of
-    # four; the steady plan ran 608 us. Without the guard the mean over placements picks the
-    # steady plan; the guard (settle, before sampling) gives the slow placement fresh memory, as
-    # `optimize` does, and the faster plan wins. A hopeless candidate is never settled.
+    # On an H100 (Inception Conv2d_4a_3x3, fp32 wgrad), a plan at 590 us was 22% slower on one
+    # workspace of four; the steady plan ran 608 us. Without the guard the mean over placements
+    # picks the steady plan; the guard (settle, before sampling) gives the slow placement fresh
+    # memory, as `optimize` does, and the faster plan wins. A hopeless candidate is never settled.
     from tune_fakes import AddressSensitiveBackend, GuardedBackend
 
     picks = {}

@@ -123,8 +123,8 @@ def test_wrong_engine_is_disqualified_even_when_fastest() -> None:
 
 
 def test_a_path_timed_outside_the_tolerance_is_measured_but_never_chosen() -> None:
-    # session 19: benchmark=True's pick missed the fp32 TF32 tolerance (2.09e-3 > 2e-3) and the
-    # bench had no time for it; the bench's arms now time PyTorch's paths anyway
+    # on an H100, benchmark=True's pick missed the fp32 TF32 tolerance (2.09e-3 > 2e-3): dropped,
+    # the bench would have no time for it, so the bench's arms time PyTorch's paths anyway
     import math
 
     w = _world(5, "noise")
@@ -149,8 +149,8 @@ def test_a_path_timed_outside_the_tolerance_is_measured_but_never_chosen() -> No
 
 
 def test_a_path_outside_the_tolerance_bounds_no_tie() -> None:
-    # PyTorch's measured paths bound a tie (session 16); one that misses the tolerance is no
-    # alternative a user could take, so it must not take a tie away from a plan
+    # PyTorch's measured paths bound a tie; one that misses the tolerance is no alternative a
+    # user could take, so it must not take a tie away from a plan
     for seed in range(5):
         w = SimWorld(seed=seed, candidates=[
             SimCandidate("eng:a", 1.0e-3, workspace=1000), SimCandidate("eng:b", 1.003e-3),
@@ -190,8 +190,8 @@ def test_a_path_outside_the_tolerance_leads_no_sampling_or_hopeless_drop() -> No
 
 
 def test_paths_outside_the_tolerance_take_no_finalist_places() -> None:
-    # review (session 19): six faster plans timed outside the tolerance filled the six finalist
-    # places and the only choosable plans were screened out - no winner
+    # six faster plans timed outside the tolerance must not fill the six finalist places and
+    # screen out the only choosable plans (no winner)
     cands = [SimCandidate(f"eng:near{i}", 0.8e-3, wrong=True, wrong_err=2.1e-3)
              for i in range(6)] + [SimCandidate("eng:x", 1.0e-3), SimCandidate("eng:y", 1.05e-3)]
     w = SimWorld(seed=2, candidates=cands, noise_sigma=0.01, outlier_p=0.0)
@@ -248,11 +248,11 @@ def _shuffled_picks(make: Callable[[], list[SimCandidate]], seeds: int = 20, noi
 
 
 def test_ties_prefer_a_pinned_kernel_over_a_per_process_pick() -> None:
-    # Session 8 (H100): PyTorch's heuristic path ran a 19-20% slower kernel in one fresh process
-    # than in five others. A cuDNN plan tied with it (within the noise band) is the same kernel in
+    # On an H100, PyTorch's heuristic path ran a 19-20% slower kernel in one fresh process than
+    # in five others. A cuDNN plan tied with it (within the noise band) is the same kernel in
     # every process, so it wins the tie even with a workspace; a clearly faster per-process pick
-    # still wins on speed. Per-sample noise 0.4% (GPU ratio half-widths were 0.1-0.8%): since
-    # session 9 the plan must measure within the 0.5% tie floor to win on pinning.
+    # still wins on speed. Per-sample noise 0.4% (GPU ratio half-widths measure 0.1-0.8%): the
+    # plan must measure within the 0.5% tie floor to win on pinning.
     picks = _shuffled_picks(lambda: [SimCandidate("torch:heuristic", 1e-3, workspace=0, pinned=False),
                                      SimCandidate("cudnn:eng67", 1e-3, workspace=1 << 20),
                                      SimCandidate("eng:slow", 1.5e-3)])
@@ -269,9 +269,10 @@ def test_ties_prefer_a_pinned_kernel_over_a_per_process_pick() -> None:
 
 
 def test_a_pinned_kernel_past_the_tie_floor_does_not_beat_the_leader_on_pinning() -> None:
-    # Session 9 (H100, Inception Conv2d_2a_3x3): a cuDNN plan 0.85% behind PyTorch's heuristic
-    # path in both tuning runs was inside the noise band and won on "pinned"; the referee read it
-    # 2.3% slower. Past the 0.5% floor, pinning no longer decides: the leader (no workspace) wins.
+    # On an H100 (Inception Conv2d_2a_3x3), a cuDNN plan 0.85% behind PyTorch's heuristic path
+    # in two tuning runs was inside the noise band, and preferred as pinned it measured 2.3%
+    # slower in the bench's referee. Past the 0.5% floor pinning does not decide: the leader (no
+    # workspace) wins.
     picks = _shuffled_picks(lambda: [SimCandidate("torch:heuristic", 1e-3, workspace=0, pinned=False),
                                      SimCandidate("cudnn:eng67", 1.0085e-3, workspace=1 << 20)])
     assert picks.count("torch:heuristic") >= 18, picks
@@ -336,8 +337,9 @@ def test_benchmark_true_is_measured_but_never_chosen() -> None:
 
 
 def test_a_measurably_slower_candidate_is_not_a_tie_for_its_smaller_workspace() -> None:
-    # Session 5 traces: ties broken toward a workspace-free path measured 1.0-1.4% slower with
-    # half-widths of 0.2-0.5%. Tight noise (0.5% per sample): 1.5% slower is measurably slower.
+    # H100 decision traces: a 1% tie floor broke ties toward a workspace-free path measured
+    # 1.0-1.4% slower with half-widths of 0.2-0.5%. Tight noise (0.5% per sample): 1.5% slower is
+    # measurably slower.
     fast = 0
     for seed in range(20):
         w = SimWorld(seed=seed, candidates=[SimCandidate("eng:ws-free", 1.015e-3, workspace=0),
@@ -347,8 +349,8 @@ def test_a_measurably_slower_candidate_is_not_a_tie_for_its_smaller_workspace() 
             PROBLEM, {"backend": "sim"})
         fast += r.winner is not None and r.winner.key == "eng:with-ws"
     assert fast >= 19, f"{fast}/20"
-    # with the former 1% floor it was a tie, and the workspace-free one won about half of them
-    # (31 of 60 seeds when the harness gained its second-run check in session 7)
+    # with a 1% floor it is a tie, and the faster one wins only about half of them (31 of 60
+    # seeds here)
     old = 0
     for seed in range(60):
         w = SimWorld(seed=seed, candidates=[SimCandidate("eng:ws-free", 1.015e-3, workspace=0),
@@ -361,8 +363,8 @@ def test_a_measurably_slower_candidate_is_not_a_tie_for_its_smaller_workspace() 
 
 
 def test_a_hopelessly_slow_candidate_is_dropped_after_its_second_run() -> None:
-    # session 7: a cuDNN knob setting ran ~1-2 s per call next to sub-millisecond engines; its
-    # warm-up and screen samples cost most of a 66 s tuning run
+    # on an H100, a cuDNN knob setting ran ~1-2 s per call next to sub-millisecond engines; its
+    # warm-up and screen samples would cost 50 s of a 66 s tuning run
     w = SimWorld(seed=3, candidates=[SimCandidate("eng:fast", 1e-3),
                                      SimCandidate("eng:crawl", 1.5),
                                      SimCandidate("eng:second", 1.1e-3)],
@@ -401,8 +403,8 @@ def test_a_wrong_fast_candidate_does_not_make_the_correct_ones_hopeless() -> Non
 
 
 def test_every_candidates_cost_is_recorded_and_they_add_up_to_the_run() -> None:
-    # session 15: depthwise layers tuned 40-50 s per run and which candidates cost it could not be
-    # told; each candidate's host time is now kept (simulated time here: only runs advance it)
+    # depthwise layers can tune 40-50 s per run (H100): each candidate's host time is kept, to
+    # tell which candidates cost it (simulated time here: only runs advance it)
     w = SimWorld(seed=4, candidates=[SimCandidate("eng:fast", 1e-3),
                                      SimCandidate("eng:slow", 10e-3),
                                      SimCandidate("eng:crawl", 1.5),
@@ -432,38 +434,37 @@ def test_every_candidates_cost_is_recorded_and_they_add_up_to_the_run() -> None:
 
 
 def test_the_hopeless_floor_can_be_set_for_experiments(monkeypatch: pytest.MonkeyPatch) -> None:
-    from convdoctor.errors import UsageError
-    from convdoctor.tune.harness import HOPELESS_ENV, tune_problem
+    from convdoctor.tune.harness import tune_problem
 
-    def tuned(slow_s: float = 15e-3) -> tuple[object, SimCandidate]:
+    def tuned(slow_s: float = 15e-3, **knobs: float) -> tuple[object, SimCandidate]:
         w = SimWorld(seed=3, candidates=[SimCandidate("eng:fast", 0.5e-3),
                                          SimCandidate("eng:slow", slow_s),
                                          SimCandidate("eng:second", 0.55e-3)],
                      noise_sigma=0.01, outlier_p=0.0)
-        cfg = HarnessConfig(now=w.now, sleep=w.sleep)
+        cfg = HarnessConfig(now=w.now, sleep=w.sleep, **knobs)  # type: ignore[arg-type]
         r = tune_problem(PROBLEM, backend=SimBackend(w), config=cfg, budget_s=0.5)
         return r, next(c for c in w.candidates if c.key == "eng:slow")
 
-    monkeypatch.delenv(HOPELESS_ENV, raising=False)
     r, slow = tuned()  # 30x slower but 15 ms a call: under the default 20 ms floor, screened
     assert "hopeless" not in r.stats_for("eng:slow").reason and slow.runs > 2  # type: ignore[attr-defined]
-    r, slow = tuned(40e-3)  # 80x and 40 ms a call: over the default floor (0.2 s before s16)
+    r, slow = tuned(40e-3)  # 80x and 40 ms a call: over the default floor
     assert "hopeless" in r.stats_for("eng:slow").reason and slow.runs == 2  # type: ignore[attr-defined]
-    monkeypatch.setenv(HOPELESS_ENV, "0.005")
-    r, slow = tuned()
+    # the knob is the config's: tune_problem keeps it (it copies the config); no environment
+    # variable changes it
+    monkeypatch.setenv("CONVDOCTOR_TUNE_HOPELESS_ABS_S", "1.0")
+    r, slow = tuned(hopeless_abs_s=0.005)
     assert "hopeless" in r.stats_for("eng:slow").reason and slow.runs == 2  # type: ignore[attr-defined]
     assert r.winner.key == "eng:fast"  # type: ignore[attr-defined]
-    for bad in ("fast", "-1", "nan"):
-        monkeypatch.setenv(HOPELESS_ENV, bad)
-        with pytest.raises(UsageError, match="CONVDOCTOR_TUNE_HOPELESS_ABS_S"):
-            tuned()
+    r, slow = tuned(40e-3, hopeless_abs_s=0.05)  # 40 ms a call under a 50 ms floor: screened
+    assert "hopeless" not in r.stats_for("eng:slow").reason and slow.runs > 2  # type: ignore[attr-defined]
 
 
 def test_pytorch_paths_bound_a_tie() -> None:
-    # Session 16 (H100, Whisper encoder.conv2 fp32): a plan 1.75% behind the leader won a tie on a
-    # smaller workspace while benchmark=True's pick (never chosen, but measured) was 1.6% faster in
-    # the same run; the referee read the plan 2.3% slower than PyTorch. A candidate more than the
-    # tie floor behind one of PyTorch's measured paths (other than the leader) is no tie.
+    # On an H100 (Whisper encoder.conv2 fp32), without the bound a plan 1.75% behind the leader
+    # won a tie on a smaller workspace while benchmark=True's pick (never chosen, but measured)
+    # was 1.6% faster in the same run; the bench's referee measured the plan 2.3% slower than
+    # PyTorch. A candidate more than the tie floor behind one of PyTorch's measured paths (other
+    # than the leader) is no tie.
     def picks(rule: bool, torch_s: float = 1.002e-3, slower_s: float = 1.012e-3) -> list[str]:
         out = []
         for seed in range(20):
@@ -491,7 +492,7 @@ def test_pytorch_paths_bound_a_tie() -> None:
 
 def test_a_leading_pytorch_path_bounds_nothing() -> None:
     # PyTorch's per-process paths leading a tie of equal candidates: the pinned kernels keep their
-    # preference (session 9) and PyTorch's heuristic path never wins on being measured luckiest
+    # preference and PyTorch's heuristic path never wins on being measured luckiest
     # (the bound applies only under a pinned leader; without that condition it won 2 of 40 here)
     def make() -> list[SimCandidate]:
         return [SimCandidate("eng:a-big-ws", 1e-3, workspace=1 << 20),

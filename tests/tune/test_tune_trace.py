@@ -93,8 +93,9 @@ def test_cover_grows_only_when_the_host_outran_the_spin() -> None:
 
 
 def test_a_spin_grown_by_one_host_stall_shrinks_back() -> None:
-    # Session 5: a one-off stall grew wav2vec2 pos_conv's spin to 6-7 ms for the rest of its
-    # tuning (0.5 ms kernels). Host times: steady 40 us, one 4 ms stall at sample 10.
+    # On an H100, a spin that only grows kept wav2vec2 pos_conv's spin at 6-7 ms for the rest of
+    # its tuning after one host stall (0.5 ms kernels). Host times: steady 40 us, one 4 ms stall
+    # at sample 10.
     from convdoctor.measure.timing import SpinCover
 
     base = cover_for(40e-6)

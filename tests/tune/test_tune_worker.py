@@ -62,8 +62,8 @@ def test_worker_that_cannot_start_is_a_clear_error() -> None:
 
 
 def test_a_hung_listing_falls_back_to_the_short_list(monkeypatch: pytest.MonkeyPatch) -> None:
-    # session 14 (H100): 5 depthwise layers' full listings outlasted the worker's wait in both
-    # tuning runs and those layers got no result; now the harness retries the short list
+    # on an H100, 5 depthwise layers' full listings outlasted the worker's wait in two tuning
+    # runs: without the short list those layers get no result
     _waits(monkeypatch, listing=2.0)
     cfg = _cfg()
     with WorkerBackend("tune_fakes:make_hanging_list_backend", timeout_s=1.0) as be:
@@ -105,8 +105,8 @@ def test_a_backend_without_a_short_list_reports_the_listing_failure() -> None:
 
 
 def test_the_listing_record_crosses_the_worker_into_the_result() -> None:
-    # session 15 (H100): two tuning runs of one layer kept different plans because their knob
-    # walks started from different seeds, which nothing recorded; the record now travels
+    # on an H100, two tuning runs of one layer kept different plans because their knob walks
+    # started from different seeds: the listing's record (with its seeds) travels to the result
     cfg = _cfg()
     with WorkerBackend("tune_fakes:make_recording_list_backend", timeout_s=3.0) as be:
         r = tune_problem(PROBLEM, backend=be, config=cfg, budget_s=1.0)
@@ -177,8 +177,8 @@ def test_the_short_list_brings_its_own_record(monkeypatch) -> None:
 # ---------------------------------------------------------------------- hung listing steps
 def test_a_quick_time_that_never_returns_is_left_out_and_the_listing_runs_again(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    # session 18 (H100): the full listings of 7 of 8 3D fp16 wgrad problems outlasted the 60 s
-    # wait and fell to the short list; the step that hung is now named, left out, listed again
+    # on an H100, a quick time that never returned made the full listings of 7 of 8 3D fp16
+    # wgrad problems outlast the 60 s wait: the step that hung is named, left out, listed again
     _waits(monkeypatch, step=1.0, listing=60.0)
     with WorkerBackend("tune_fakes:make_hanging_step_backend", timeout_s=3.0) as be:
         t0 = time.monotonic()
@@ -213,7 +213,7 @@ def test_a_hung_unit_stays_out_of_later_listings_of_the_same_kind_only(
 
 def test_a_hung_unit_is_remembered_by_the_database_for_later_processes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # session 19 (H100): eng69's hang cost every fresh tuning process 30-40 s again
+    # on an H100, eng69's hang costs every fresh tuning process 30-40 s unless remembered
     from convdoctor.db import TuningDB
     from convdoctor.tune.harness import environment_of
 
@@ -287,11 +287,11 @@ def test_a_listing_gives_up_after_max_exclusions(monkeypatch: pytest.MonkeyPatch
 
 
 def test_the_step_watch_reads_only_complete_lines(tmp_path: Path) -> None:
-    from convdoctor.tune.worker import ListingStep, _StepWatch
+    from convdoctor.tune.steps import ListingStep, StepWatch
 
     p = tmp_path / "steps"
     p.write_text("build\teng1\teng1_k2=0\ntime\teng3\teng3_k1=")  # the last line half-written
-    w = _StepWatch(str(p), 30.0)
+    w = StepWatch(str(p), 30.0)
     assert w.last() == ListingStep("build", "eng1", "eng1_k2=0")
     assert w.poll() is None  # a build is not under the quick-time watchdog
     p.write_text("time\teng3\teng3_k1=4\n")

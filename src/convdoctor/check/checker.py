@@ -96,32 +96,72 @@ def make_call(x_shape: Sequence[int], w_shape: Sequence[int], *, stride: Any = 1
 
 def check_call(call: ConvCall, *, device: str = "cuda", allow_tf32: bool | None = None,
                cudnn_version: int | None = None, performance: bool = True) -> list[Finding]:
-    """Every finding for one convolution. Errors first decide the verdict; warnings only if it runs."""
+    """Every finding for one convolution. Errors first decide the verdict; warnings only if it runs.
+
+    The checks run in PyTorch's order: its own argument checks (parameters, channels, sizes,
+    dtypes), then, for a call that reaches a kernel (no empty batch or channels), the backend's
+    (dilation, output_padding, dtype and device agreement, dtype support, output size), then
+    large tensors and performance on CUDA."""
     if device not in DEVICES:
         from ..errors import UsageError
 
         raise UsageError(f"device must be 'cuda' or 'cpu', got {device!r}")
-    out: list[Finding] = []
-    layer = call.layer or None
-    data = _data(call)
-
-    def err(fid: str, title: str, message: str, fix: str, source: str = _PT, **extra: Any) -> None:
-        out.append(Finding(fid, "error", title, message, fix, sources=(source,), layer=layer,
-                           data={**data, **extra}))
-
+    out = _Findings(call)
     x, w = call.x_shape, call.w_shape
-    kind = "conv_transpose" if call.transposed else "conv"
-    dims_ok = len(w) in (3, 4, 5) and len(x) == len(w)
-    if not dims_ok:
-        expect = f"{len(w) - 1}D (unbatched) or {len(w)}D (batched)" if len(w) in (3, 4, 5) else "3-5D"
-        err("invalid-parameter", f"input has {len(x) - (1 if call.unbatched else 0)} dims, weight has {len(w)}",
+    if not (len(w) in (3, 4, 5) and len(x) == len(w)):
+        _dims_error(call, out)
+        return out.items
+    _parameter_errors(call, out)
+    _channel_errors(call, out)
+    if not out.items and not call.transposed:
+        _size_errors(call, out)
+    _empty_weight_findings(call, device, out)
+    _dtype_errors(call, device, out)
+    if out.has_error() or _empty_input(call, out):
+        return out.items
+    _kernel_argument_errors(call, out)
+    if _cuda_empty_output(call, device):
+        # CUDA returns an empty output here before choosing a kernel, so no dtype-support check
+        # (on an H100, int8/int16 transposed convs with an empty output ran).
+        return out.items
+    _kernel_support_errors(call, device, out)
+    if device == "cuda":
+        out.items.extend(_large_tensor_findings(call, out.data, out.layer, cudnn_version))
+    if performance and device == "cuda" and not out.has_error():
+        out.items.extend(_performance_findings(call, out.data, out.layer, allow_tf32))
+    return out.items
+
+
+class _Findings:
+    """The findings of one call so far, and how to add an error to them."""
+
+    def __init__(self, call: ConvCall) -> None:
+        self.items: list[Finding] = []
+        self.layer = call.layer or None
+        self.data = _data(call)
+
+    def err(self, fid: str, title: str, message: str, fix: str, source: str = _PT,
+            **extra: Any) -> None:
+        self.items.append(Finding(fid, "error", title, message, fix, sources=(source,),
+                                  layer=self.layer, data={**self.data, **extra}))
+
+    def has_error(self) -> bool:
+        return any(f.severity == "error" for f in self.items)
+
+
+def _dims_error(call: ConvCall, out: _Findings) -> None:
+    x, w = call.x_shape, call.w_shape
+    expect = f"{len(w) - 1}D (unbatched) or {len(w)}D (batched)" if len(w) in (3, 4, 5) else "3-5D"
+    out.err("invalid-parameter", f"input has {len(x) - (1 if call.unbatched else 0)} dims, weight has {len(w)}",
             f"{call.op} expects a {expect} input for a weight of shape {_fmt(w)}; got input {_fmt(x)}.",
             "reshape the input (N, C, *spatial) or use the conv of the right dimensionality "
             "(Conv1d for (N, C, L), Conv2d for (N, C, H, W), Conv3d for (N, C, D, H, W))")
-        return out
 
-    # --- checks PyTorch makes before choosing a backend (Convolution.cpp: _convolution,
-    #     ConvParams::is_*_neg/nonpos, _convolution_mode, check_shape_forward) ---
+
+def _parameter_errors(call: ConvCall, out: _Findings) -> None:
+    """Checks PyTorch makes before choosing a backend (Convolution.cpp: _convolution,
+    ConvParams::is_*_neg/nonpos, _convolution_mode, check_shape_forward)."""
+    err = out.err
     if call.padding_str is not None and call.padding_str not in ("same", "valid"):
         err("invalid-parameter", f"unknown padding string {call.padding_str!r}",
             "padding must be an int, a tuple of ints, 'same' or 'valid'.", "use padding='same' or 'valid'")
@@ -145,110 +185,149 @@ def check_call(call: ConvCall, *, device: str = "cuda", allow_tf32: bool | None 
         err("invalid-parameter", f"non-positive groups={call.groups}", "groups must be >= 1.",
             "use groups >= 1")
 
+
+def _channel_errors(call: ConvCall, out: _Findings) -> None:
+    """Groups against the weight, input channels against the weight, the bias's shape."""
+    if call.groups <= 0:
+        return
+    err = out.err
+    x, w = call.x_shape, call.w_shape
     cin = x[1]
-    if call.groups > 0:
-        if w[0] < call.groups or w[0] % call.groups:
-            err("channel-mismatch", f"groups={call.groups} does not divide the weight's dim 0 ({w[0]})",
-                f"weight {_fmt(w)}: dim 0 must be a positive multiple of groups.",
-                "choose groups dividing both in and out channels" if not call.transposed else
-                "choose groups dividing the input channels")
-        elif not call.transposed and cin != w[1] * call.groups:
-            err("channel-mismatch", f"input has {cin} channels, the conv expects {w[1] * call.groups}",
-                f"weight {_fmt(w)} with groups={call.groups} expects {w[1] * call.groups} input channels "
-                f"(in_channels/groups = {w[1]}); the input {_fmt(x)} has {cin}."
-                + (" groups must divide the channels." if cin % call.groups else ""),
-                f"set in_channels={cin} on this layer, or fix the previous layer so it outputs "
-                f"{w[1] * call.groups} channels", expected_channels=w[1] * call.groups)
-        elif call.transposed and cin != w[0]:
-            err("channel-mismatch", f"input has {cin} channels, the transposed conv expects {w[0]}",
-                f"transposed weight {_fmt(w)} (in, out/groups, ...) expects {w[0]} input channels; "
-                f"the input {_fmt(x)} has {cin}.",
-                f"set in_channels={cin} on this layer or fix the previous layer's out_channels",
-                expected_channels=w[0])
-        elif call.bias_shape is not None:
-            want = w[1] * call.groups if call.transposed else w[0]
-            if len(call.bias_shape) != 1 or call.bias_shape[0] != want:
-                err("channel-mismatch", f"bias has shape {_fmt(call.bias_shape)}, expected {want}",
-                    f"bias must be 1-D with one value per output channel ({want}).",
-                    f"give a bias of shape ({want},)")
-    if not out and not call.transposed:
-        padded = [s + 2 * p for s, p in zip(x[2:], call.padding, strict=False)]
-        eff = [d * (k - 1) + 1 for d, k in zip(call.dilation, w[2:], strict=False)]
-        if any(p < e for p, e in zip(padded, eff, strict=True)) and any(s == 0 for s in x[2:]):
-            err("empty-tensor", f"input {_fmt(x)} has an empty spatial dimension",
+    if w[0] < call.groups or w[0] % call.groups:
+        err("channel-mismatch", f"groups={call.groups} does not divide the weight's dim 0 ({w[0]})",
+            f"weight {_fmt(w)}: dim 0 must be a positive multiple of groups.",
+            "choose groups dividing both in and out channels" if not call.transposed else
+            "choose groups dividing the input channels")
+    elif not call.transposed and cin != w[1] * call.groups:
+        err("channel-mismatch", f"input has {cin} channels, the conv expects {w[1] * call.groups}",
+            f"weight {_fmt(w)} with groups={call.groups} expects {w[1] * call.groups} input channels "
+            f"(in_channels/groups = {w[1]}); the input {_fmt(x)} has {cin}."
+            + (" groups must divide the channels." if cin % call.groups else ""),
+            f"set in_channels={cin} on this layer, or fix the previous layer so it outputs "
+            f"{w[1] * call.groups} channels", expected_channels=w[1] * call.groups)
+    elif call.transposed and cin != w[0]:
+        err("channel-mismatch", f"input has {cin} channels, the transposed conv expects {w[0]}",
+            f"transposed weight {_fmt(w)} (in, out/groups, ...) expects {w[0]} input channels; "
+            f"the input {_fmt(x)} has {cin}.",
+            f"set in_channels={cin} on this layer or fix the previous layer's out_channels",
+            expected_channels=w[0])
+    elif call.bias_shape is not None:
+        want = w[1] * call.groups if call.transposed else w[0]
+        if len(call.bias_shape) != 1 or call.bias_shape[0] != want:
+            err("channel-mismatch", f"bias has shape {_fmt(call.bias_shape)}, expected {want}",
+                f"bias must be 1-D with one value per output channel ({want}).",
+                f"give a bias of shape ({want},)")
+
+
+def _size_errors(call: ConvCall, out: _Findings) -> None:
+    """A (non-transposed) input with an empty spatial dimension, or smaller than the kernel."""
+    x, w = call.x_shape, call.w_shape
+    padded = [s + 2 * p for s, p in zip(x[2:], call.padding, strict=False)]
+    eff = [d * (k - 1) + 1 for d, k in zip(call.dilation, w[2:], strict=False)]
+    if any(p < e for p, e in zip(padded, eff, strict=True)) and any(s == 0 for s in x[2:]):
+        out.err("empty-tensor", f"input {_fmt(x)} has an empty spatial dimension",
                 "A spatial size of 0 leaves nothing to convolve.",
                 "skip the call when the input is empty, or fix what produced a zero-sized feature map")
-        elif any(p < e for p, e in zip(padded, eff, strict=True)):
-            need = [max(e - 2 * p, 1) for e, p in zip(eff, call.padding, strict=True)]
-            err("input-too-small",
+    elif any(p < e for p, e in zip(padded, eff, strict=True)):
+        need = [max(e - 2 * p, 1) for e, p in zip(eff, call.padding, strict=True)]
+        out.err("input-too-small",
                 f"input {_fmt(x[2:])} is smaller than the kernel ({_fmt(eff)} with dilation)",
                 f"padded input per channel {_fmt(padded)} < effective kernel {_fmt(eff)}: "
                 f"this layer needs a spatial input of at least {_fmt(need)}.",
                 "feed a larger input, add padding to this layer, or remove a downsampling step before it",
                 min_layer_input=need)
-    # Zero-sized kernels fail on both devices (cuDNN rejects them; the H100 run's one exception, a
-    # float64 depthwise conv on PyTorch's native CUDA kernel, is a documented known difference). A
-    # transposed weight with 0 output channels fails on the CPU but returns an empty output on CUDA.
+
+
+def _cuda_empty_output(call: ConvCall, device: str) -> bool:
+    """A transposed conv that PyTorch on CUDA answers with an empty output (zero output channels
+    or an empty spatial output) before choosing a kernel."""
+    w = call.w_shape
+    return (device == "cuda" and call.transposed and bool(call.y_shape)
+            and (w[1] == 0 or any(s == 0 for s in call.y_shape[2:]))
+            and not any(s < 0 for s in call.y_shape[2:]))
+
+
+def _empty_weight_findings(call: ConvCall, device: str, out: _Findings) -> None:
+    """Zero-sized kernels fail on both devices (cuDNN rejects them; on an H100 the one exception,
+    a float64 depthwise conv on PyTorch's native CUDA kernel, is a documented known difference).
+    A transposed weight with 0 output channels fails on the CPU but returns an empty output on
+    CUDA."""
+    x, w = call.x_shape, call.w_shape
     zero_out = call.transposed and w[1] == 0 and call.groups > 0
     empty_weight = x[1] > 0 and (any(k == 0 for k in w[2:]) or zero_out)
-    cuda_empty_out = (device == "cuda" and call.transposed and bool(call.y_shape)
-                      and (w[1] == 0 or any(s == 0 for s in call.y_shape[2:]))
-                      and not any(s < 0 for s in call.y_shape[2:]))
-    if empty_weight and (device == "cpu" or (any(k == 0 for k in w[2:]) and not cuda_empty_out)):
-        err("empty-tensor", f"weight {_fmt(w)} is empty",
-            "A weight with a zero-sized kernel or zero output channels per group has no kernel.",
-            "use kernel sizes >= 1 and out_channels >= groups")
+    if empty_weight and (device == "cpu" or (any(k == 0 for k in w[2:])
+                                             and not _cuda_empty_output(call, device))):
+        out.err("empty-tensor", f"weight {_fmt(w)} is empty",
+                "A weight with a zero-sized kernel or zero output channels per group has no kernel.",
+                "use kernel sizes >= 1 and out_channels >= groups")
     elif empty_weight:
-        out.append(Finding("empty-weight", "warning", f"weight {_fmt(w)} is empty",
-                           "PyTorch on CUDA returns an empty output for this transposed convolution "
-                           "(zero output channels or an empty output); the CPU rejects it.",
-                           "use kernel sizes >= 1 and out_channels >= groups", sources=(_PT,),
-                           layer=layer, data=data))
+        out.items.append(Finding("empty-weight", "warning", f"weight {_fmt(w)} is empty",
+                                 "PyTorch on CUDA returns an empty output for this transposed "
+                                 "convolution (zero output channels or an empty output); the CPU "
+                                 "rejects it.",
+                                 "use kernel sizes >= 1 and out_channels >= groups", sources=(_PT,),
+                                 layer=out.layer, data=out.data))
+
+
+def _complex_mix(call: ConvCall) -> bool:
+    return call.dtype != call.weight_dtype and call.dtype.startswith("complex")
+
+
+def _dtype_errors(call: ConvCall, device: str, out: _Findings) -> None:
+    """bool with a padding mode, complex input and weight of different dtypes, the bias's dtype."""
+    err = out.err
     if call.padding_mode in ("reflect", "replicate") and call.dtype == "bool":
         err("unsupported-dtype", f"{call.padding_mode} padding has no kernel for bool",
             f"padding_mode={call.padding_mode!r} pads the input with F.pad first; that pad does not "
             "support bool tensors.", "convert the input to a floating type first")
-    complex_mix = call.dtype != call.weight_dtype and call.dtype.startswith("complex")
-    if complex_mix:  # Convolution.cpp convolution(): complex_convolution checks dtypes before anything
+    if _complex_mix(call):  # Convolution.cpp convolution(): complex_convolution checks dtypes first
         err("dtype-mismatch", f"input is {call.dtype} but weight is {call.weight_dtype}",
             "Complex convolutions need input and weight of the same complex dtype.",
             f"cast one side: x.to({call.weight_dtype}) or the weight to {call.dtype}")
-    if call.bias_dtype is not None and call.bias_dtype != call.dtype:
-        if not call.transposed and call.padding_str is not None and device == "cpu":
-            # _convolution_mode (string padding) adds the bias after the convolution, in place:
-            # any dtype that casts to the output's passes.
-            if _category(call.bias_dtype) > _category(call.dtype):
-                err("dtype-mismatch", f"{call.bias_dtype} bias cannot be added to a {call.dtype} output",
-                    "With padding='same'/'valid' PyTorch adds the bias after the convolution, in place; "
-                    "a bias of a higher type category cannot be cast to the output dtype.",
-                    f"cast the bias to {call.dtype}")
-        elif not call.transposed:
-            err("dtype-mismatch", f"input is {call.dtype} but bias is {call.bias_dtype}",
-                "PyTorch requires input, weight and bias of the same dtype.",
-                f"cast the bias to {call.dtype} (model.to({call.dtype}) casts all parameters)")
-        elif _category(call.bias_dtype) > _category(call.dtype) or not _lenient_transposed_bias(call, device):
+    if call.bias_dtype is None or call.bias_dtype == call.dtype:
+        return
+    if not call.transposed and call.padding_str is not None and device == "cpu":
+        # _convolution_mode (string padding) adds the bias after the convolution, in place:
+        # any dtype that casts to the output's passes.
+        if _category(call.bias_dtype) > _category(call.dtype):
             err("dtype-mismatch", f"{call.bias_dtype} bias cannot be added to a {call.dtype} output",
-                "The transposed convolution adds the bias in place; a bias of a higher type category "
-                "(float into integer, complex into real) cannot be cast to the output dtype.",
-                f"cast the bias to {call.dtype} (model.to({call.dtype}) casts all parameters)")
-    if any(f.severity == "error" for f in out):
-        return out
-    empty_batch = x[0] == 0 or cin == 0
-    if empty_batch:
-        # Convolution.cpp select_conv_backend: zero batch or zero channels -> the Empty backend:
-        # no kernel runs, so the backend checks below (dtype, dilation, output_padding) never happen.
-        if call.transposed and call.y_shape and any(s < 0 for s in call.y_shape[2:]):
-            err("input-too-small", f"transposed conv output would be {_fmt(call.y_shape[2:])}",
-                f"input {_fmt(x[2:])} with padding {call.padding} gives a negative output size.",
-                "reduce the padding of this transposed conv or feed a larger input")
-        return out
-    if any(s == 0 for s in x[2:]):
-        err("empty-tensor", f"input {_fmt(x)} has an empty spatial dimension",
-            "PyTorch supports empty batch (N=0) or channel (C=0) inputs only; a spatial size of 0 fails.",
-            "skip the call when the input is empty, or fix what produced a zero-sized feature map")
-        return out
+                "With padding='same'/'valid' PyTorch adds the bias after the convolution, in place; "
+                "a bias of a higher type category cannot be cast to the output dtype.",
+                f"cast the bias to {call.dtype}")
+    elif not call.transposed:
+        err("dtype-mismatch", f"input is {call.dtype} but bias is {call.bias_dtype}",
+            "PyTorch requires input, weight and bias of the same dtype.",
+            f"cast the bias to {call.dtype} (model.to({call.dtype}) casts all parameters)")
+    elif _category(call.bias_dtype) > _category(call.dtype) or not _lenient_transposed_bias(call, device):
+        err("dtype-mismatch", f"{call.bias_dtype} bias cannot be added to a {call.dtype} output",
+            "The transposed convolution adds the bias in place; a bias of a higher type category "
+            "(float into integer, complex into real) cannot be cast to the output dtype.",
+            f"cast the bias to {call.dtype} (model.to({call.dtype}) casts all parameters)")
 
-    # --- checks the backends make (cuDNN / CPU kernels) ---
+
+def _empty_input(call: ConvCall, out: _Findings) -> bool:
+    """True when no kernel runs: an empty batch or channels (Convolution.cpp select_conv_backend:
+    the Empty backend, so the backend checks never happen; a transposed conv's negative output
+    size still fails), or an empty spatial dimension (an error)."""
+    x = call.x_shape
+    if x[0] == 0 or x[1] == 0:
+        if call.transposed and call.y_shape and any(s < 0 for s in call.y_shape[2:]):
+            out.err("input-too-small", f"transposed conv output would be {_fmt(call.y_shape[2:])}",
+                    f"input {_fmt(x[2:])} with padding {call.padding} gives a negative output size.",
+                    "reduce the padding of this transposed conv or feed a larger input")
+        return True
+    if any(s == 0 for s in x[2:]):
+        out.err("empty-tensor", f"input {_fmt(x)} has an empty spatial dimension",
+                "PyTorch supports empty batch (N=0) or channel (C=0) inputs only; a spatial size of 0 fails.",
+                "skip the call when the input is empty, or fix what produced a zero-sized feature map")
+        return True
+    return False
+
+
+def _kernel_argument_errors(call: ConvCall, out: _Findings) -> None:
+    """Checks the backends make (cuDNN / CPU kernels): dilation, output_padding, the input and
+    weight's dtypes and devices."""
+    err = out.err
     if any(d == 0 for d in call.dilation):
         err("invalid-parameter", f"non-positive dilation {call.dilation}", "every dilation must be >= 1.",
             "use dilation >= 1 (1 means no dilation)")
@@ -259,7 +338,7 @@ def check_call(call: ConvCall, *, device: str = "cuda", allow_tf32: bool | None 
             "use output_padding < stride (it only selects among the output sizes a strided "
             "transposed conv can produce)",
             source="PyTorch NaiveConvolutionTranspose2d.cpp / 3d.cpp (slow_conv_transpose*_shape_check)")
-    if call.dtype != call.weight_dtype and not complex_mix:
+    if call.dtype != call.weight_dtype and not _complex_mix(call):
         err("dtype-mismatch", f"input is {call.dtype} but weight is {call.weight_dtype}",
             "PyTorch requires input and weight of the same dtype (autocast casts both for you).",
             f"cast one side: x.to({call.weight_dtype}) or model.to({call.dtype}), "
@@ -268,38 +347,29 @@ def check_call(call: ConvCall, *, device: str = "cuda", allow_tf32: bool | None 
         err("device-mismatch", f"input on {call.x_device}, weight on {call.w_device}",
             "Input and weight must be on the same device.",
             f"move the input with x.to('{call.w_device}') or the model with model.to('{call.x_device}')")
-    if (device == "cuda" and call.transposed and call.y_shape
-            and (w[1] == 0 or any(s == 0 for s in call.y_shape[2:]))
-            and not any(s < 0 for s in call.y_shape[2:])):
-        # CUDA returns an empty output here before choosing a kernel, so no dtype-support check
-        # (H100 run 2: int8/int16 transposed convs with an empty output ran).
-        return out
+
+
+def _kernel_support_errors(call: ConvCall, device: str, out: _Findings) -> None:
+    """Whether `device` has a kernel for the dtypes, and a transposed conv's empty output."""
+    kind = "conv_transpose" if call.transposed else "conv"
     supported = rules()["dtypes"][device][kind]
     for which, dt in (("input", call.dtype), ("weight", call.weight_dtype)):
         no_dilated = (device == "cpu" and not call.transposed and dt in rules()["dtypes"]["cpu_no_dilated"]
                       and any(d > 1 for d in call.dilation))
         if dt not in supported or no_dilated:
-            err("unsupported-dtype", f"{kind.replace('_', ' ')} has no {device.upper()} kernel for {dt}"
-                + (" with dilation" if no_dilated else ""),
-                f"The {which} is {dt}; {device} {kind} supports {', '.join(supported)}"
-                + (" (integer types other than int64 only without dilation)" if device == "cpu" else "") + ".",
-                "cast to float32 (or float16/bfloat16 on a GPU): x.float(), model.float()",
-                source=rules()["dtypes"]["_source"])
+            out.err("unsupported-dtype", f"{kind.replace('_', ' ')} has no {device.upper()} kernel for {dt}"
+                    + (" with dilation" if no_dilated else ""),
+                    f"The {which} is {dt}; {device} {kind} supports {', '.join(supported)}"
+                    + (" (integer types other than int64 only without dilation)" if device == "cpu" else "") + ".",
+                    "cast to float32 (or float16/bfloat16 on a GPU): x.float(), model.float()",
+                    source=rules()["dtypes"]["_source"])
             break
     # oneDNN (mkldnn) on the CPU returns an empty output where the native kernels raise.
     min_out = 0 if (device == "cpu" and _cpu_mkldnn(call)) else 1
     if call.transposed and call.y_shape and any(s < min_out for s in call.y_shape[2:]):
-        err("input-too-small", f"transposed conv output would be {_fmt(call.y_shape[2:])}",
-            f"input {_fmt(x[2:])} with padding {call.padding} gives an empty output.",
-            "reduce the padding of this transposed conv or feed a larger input")
-
-    # --- tensors over 2^31 elements ---
-    if device == "cuda":
-        out.extend(_large_tensor_findings(call, data, layer, cudnn_version))
-
-    if performance and device == "cuda" and not any(f.severity == "error" for f in out):
-        out.extend(_performance_findings(call, data, layer, allow_tf32))
-    return out
+        out.err("input-too-small", f"transposed conv output would be {_fmt(call.y_shape[2:])}",
+                f"input {_fmt(call.x_shape[2:])} with padding {call.padding} gives an empty output.",
+                "reduce the padding of this transposed conv or feed a larger input")
 
 
 def _lenient_transposed_bias(call: ConvCall, device: str) -> bool:

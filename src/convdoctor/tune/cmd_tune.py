@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..argtypes import bounded_int, positive_seconds
 from ..errors import UsageError
 from ..problem import PARSE_HELP, ConvProblem
+from ..settings import Settings, current
+
+if TYPE_CHECKING:
+    from .result import TuneResult
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -93,22 +97,19 @@ def open_db(args: argparse.Namespace) -> Any:
     return TuningDB(args.db)
 
 
-def make_backend(name: str, *, isolate: bool, timeout_s: float) -> Any:
+def make_backend(name: str, *, isolate: bool, timeout_s: float,
+                 settings: Settings | None = None) -> Any:
     if isolate:
         from .worker import WorkerBackend
 
-        return WorkerBackend(name, timeout_s=timeout_s)
+        return WorkerBackend(name, timeout_s=timeout_s, settings=settings)
     from .backend import get_backend
 
-    return get_backend(name)
+    return get_backend(name, settings)
 
 
-def run(args: argparse.Namespace) -> int:
-    from ..cli import emit
-    from ..progress import Progress
-    from .harness import environment_of, tune_problem
-    from .render import candidate_table, summary_row, summary_table
-
+def _problems(args: argparse.Namespace) -> list[ConvProblem]:
+    """The problems the command line names (--problem, a model), unique, at most --limit."""
     problems: list[ConvProblem] = []
     for text in args.problem:
         problems.append(ConvProblem.parse(text))
@@ -122,22 +123,37 @@ def run(args: argparse.Namespace) -> int:
     problems = unique(problems)
     if args.limit:
         problems = problems[: args.limit]
+    return problems
+
+
+def _trace_config(path: str | None) -> Any:
+    """A `HarnessConfig` tracing to `path` (checked writable now), or None without --trace."""
+    if not path:
+        return None
+    from .harness import HarnessConfig, file_trace
+
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--trace {path!r}: cannot write there ({exc.strerror})") from None
+    return HarnessConfig(trace=file_trace(path))
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..cli import emit
+    from ..progress import Progress
+    from .harness import environment_of, tune_problem
+    from .render import candidate_table, summary_row, summary_table
+
+    problems = _problems(args)
     if args.budget is not None and args.budget <= 0:
         raise UsageError("--budget must be > 0 seconds")
-
-    config = None
-    if args.trace:
-        from .harness import HarnessConfig, file_trace
-
-        try:
-            with open(args.trace, "a", encoding="utf-8"):
-                pass
-        except OSError as exc:
-            raise UsageError(f"--trace {args.trace!r}: cannot write there ({exc.strerror})"
-                             ) from None
-        config = HarnessConfig(trace=file_trace(args.trace))
+    config = _trace_config(args.trace)
+    settings = current()
     db = open_db(args)
-    be = make_backend(args.backend, isolate=not args.no_isolate, timeout_s=args.timeout)
+    be = make_backend(args.backend, isolate=not args.no_isolate, timeout_s=args.timeout,
+                      settings=settings)
     notes: list[str] = []
     try:
         env = environment_of(be)
@@ -155,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
                         notes.append(f"{p.short()}: the stored result was imported, not measured "
                                      "here; measured here now")
                 r = tune_problem(p, backend=be, db=db, budget_s=budget, progress=bar,
-                                 reuse=not args.force, config=config)
+                                 reuse=not args.force, config=config, settings=settings)
                 results.append(r)
                 bar.update(1, p.short())
         peaks_fn = getattr(be, "peaks", None)
@@ -167,23 +183,7 @@ def run(args: argparse.Namespace) -> int:
         if db is not None:
             db.close()
 
-    for r in results:
-        if r.degraded:
-            notes.append(f"{r.problem.short()}: the device was slowed down (GPU clock throttling, "
-                         "or other processes taking the CPU) and did not recover: nothing chosen, "
-                         "nothing stored; tune again when it is idle (CPU: "
-                         "CONVDOCTOR_CPU_MIN_SHARE=0 measures anyway)")
-        elif r.short_list:
-            notes.append(f"{r.problem.short()}: " + "; ".join(r.notes))
-        elif r.winner is None:
-            why = [n for n in r.notes if "tuning database" not in n]
-            notes.append(f"{r.problem.short()}: " + ("; ".join(why) if why else
-                                                     "no candidate ran correctly"))
-        if "loaded from the tuning database" not in r.notes:  # a stored record's advice is old
-            notes += [f"{r.problem.short()}: {n}" for n in listing_notes(r.listing)]
-        for s in r.candidates:
-            if s.status == "disqualified":
-                notes.append(f"{r.problem.short()}: {s.candidate.key} disqualified: {s.reason}")
+    notes += result_notes(results)
     rows = [summary_row(r, peaks) for r in results]
     payload = {"kind": "tune", "backend": env.get("backend"), "env": env,
                "db": None if db is None else str(db.path), "peaks": peaks, "rows": rows,
@@ -202,6 +202,30 @@ def run(args: argparse.Namespace) -> int:
     bad = any(r.winner is None for r in results) or any(
         s.status == "disqualified" for r in results for s in r.candidates)
     return 1 if bad else 0
+
+
+def result_notes(results: list[TuneResult]) -> list[str]:
+    """What a user should know about each `TuneResult`: a slowed-down device, a short list, no
+    winner, the listing's advice (`listing_notes`), disqualified candidates."""
+    notes: list[str] = []
+    for r in results:
+        if r.degraded:
+            notes.append(f"{r.problem.short()}: the device was slowed down (GPU clock throttling, "
+                         "or other processes taking the CPU) and did not recover: nothing chosen, "
+                         "nothing stored; tune again when it is idle (CPU: "
+                         "CONVDOCTOR_CPU_MIN_SHARE=0 measures anyway)")
+        elif r.short_list:
+            notes.append(f"{r.problem.short()}: " + "; ".join(r.notes))
+        elif r.winner is None:
+            why = [n for n in r.notes if "tuning database" not in n]
+            notes.append(f"{r.problem.short()}: " + ("; ".join(why) if why else
+                                                     "no candidate ran correctly"))
+        if "loaded from the tuning database" not in r.notes:  # a stored record's advice is old
+            notes += [f"{r.problem.short()}: {n}" for n in listing_notes(r.listing)]
+        for s in r.candidates:
+            if s.status == "disqualified":
+                notes.append(f"{r.problem.short()}: {s.candidate.key} disqualified: {s.reason}")
+    return notes
 
 
 def listing_notes(listing: dict[str, Any]) -> list[str]:

@@ -1,16 +1,16 @@
 """Which convdoctor code produced a result.
 
-Bench results joined across sessions (`bench --merge`) are honest only if each part names the code
-that measured it; until session 25 the docs reconstructed that from logs by hand. The identity:
+Bench results joined from several runs (`bench --merge`) are honest only if each part names the
+code that measured it. The identity:
 - `source`: a hash of the package's own files (`.py` and data files, not caches), so it needs no
-  git and is the same for a tree copied to another machine (the GPU machine's copy has no `.git`)
-  and unchanged by commits that touch only docs - the code that ran, nothing else;
+  git and is the same for a tree copied to another machine (a copy for a GPU machine has no
+  `.git`) and unchanged by commits that touch only docs - the code that ran, nothing else;
 - `version`: the package version;
 - `commit`/`dirty`/`commit_from`: the commit named by `CONVDOCTOR_CODE_COMMIT` when set, else the
   git commit when the package is tracked by a checkout (best effort: no git, no checkout or a
   slow git gives None); `commit_from` says which. The name wins over git because a copied tree
-  can carry a stale `.git`: session 26's GPU copy reported the session's first commit, "dirty",
-  while running a later one (the source hash was right). What git said is kept as `git_commit` /
+  can carry a stale `.git`, which names the commit it was copied from ("dirty") while another
+  one runs (the source hash is right either way). What git said is kept as `git_commit` /
   `git_dirty` when it disagrees.
 """
 
@@ -21,8 +21,10 @@ import os
 import subprocess
 from typing import Any
 
+from ..settings import Settings, current
+
 GIT_TIMEOUT_S = 2.0
-COMMIT_ENV = "CONVDOCTOR_CODE_COMMIT"   # names the commit where git cannot
+COMMIT_ENV = "CONVDOCTOR_CODE_COMMIT"   # names the commit where git cannot (`Settings.code_commit`)
 SOURCE_SUFFIXES = (".py", ".json", ".toml", ".yaml", ".yml", ".txt", ".csv", ".typed")
 SOURCE_HASH_LEN = 12
 
@@ -75,14 +77,16 @@ def _git_identity(here: str) -> tuple[str | None, bool | None]:
     return commit, (None if status is None else bool(status))
 
 
-def code_identity(package_dir: str | None = None) -> dict[str, Any]:
-    """{"version", "source", "commit", "dirty", "commit_from"} (see the module docstring)."""
+def code_identity(package_dir: str | None = None,
+                  settings: Settings | None = None) -> dict[str, Any]:
+    """{"version", "source", "commit", "dirty", "commit_from"} (see the module docstring);
+    `settings` (default: this process's environment's) may name the commit (`code_commit`)."""
     from .._version import __version__
 
     here = package_dir or _package_dir()
     commit, dirty = _git_identity(here)
     commit_from: str | None = "git" if commit else None
-    named = os.environ.get(COMMIT_ENV, "").strip()
+    named = (settings if settings is not None else current()).code_commit.strip()
     extra: dict[str, Any] = {}
     if named:
         agrees = (commit is not None and len(named) >= 7

@@ -12,6 +12,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..measure.stopping import median_ci, rel_ci_halfwidth
 from ..problem import ConvProblem
 from .backend import Candidate, Correctness
 
@@ -24,28 +25,6 @@ BASELINE_KEYS = ("torch:heuristic", "torch:benchmark")
 CPU_BASELINE_KEYS = ("cpu:mkldnn-on",)   # PyTorch's default CPU path
 BASELINE_LABELS = {"torch:heuristic": "PyTorch heuristic", "torch:benchmark": "PyTorch benchmark",
                    "cpu:mkldnn-on": "PyTorch default"}
-
-
-def median_ci(samples: list[float], z: float = 1.96) -> tuple[float, float, float]:
-    """(median, low, high): order-statistic CI of the median, valid for any distribution."""
-    if not samples:
-        return (math.nan, math.nan, math.nan)
-    s = sorted(samples)
-    n = len(s)
-    med = statistics.median(s)
-    if n < 3:
-        return (med, s[0], s[-1])
-    half = z * math.sqrt(n) / 2.0
-    lo = max(0, int(math.floor(n / 2.0 - half)))
-    hi = min(n - 1, int(math.ceil(n / 2.0 + half)) - 1)
-    return (med, s[lo], s[hi])
-
-
-def rel_ci_halfwidth(samples: list[float]) -> float:
-    med, lo, hi = median_ci(samples)
-    if not samples or med <= 0 or math.isnan(med):
-        return math.inf
-    return (hi - lo) / 2.0 / med
 
 
 @dataclass
@@ -64,7 +43,7 @@ class CandidateStats:
     correctness: Correctness | None = None
     # what the harness ranked a finalist by: its time at a random buffer placement (placement score
     # relative to the leader x the leader's median); None where it was not ranked (screened out,
-    # or stored before session 12)
+    # or a stored result that does not record it)
     rank_s: float | None = None
     # host seconds the harness spent on this candidate (preparing, first and second runs, check,
     # warm-up, screen and samples; pauses for a slowdown included): where tuning time goes

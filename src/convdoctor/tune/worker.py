@@ -20,16 +20,17 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from ..engines.base import Candidate, CandidateUnsupported, StickyError
-from ..engines.listing import listing_record, set_step_sink
+from ..engines.listing import listing_record
 from ..errors import ConvdoctorError
 from ..measure.clock import ClockReading
 from ..measure.correctness import Correctness
 from ..problem import ConvProblem
 from ..settings import Settings
+from .steps import ListingStep as ListingStep  # importable from here too
+from .steps import StepFile, StepWatch
 
 
 class WorkerDied(RuntimeError):
@@ -205,11 +206,11 @@ class _ProxyRunner:
 # runtime-compiled engines take seconds each).
 LIST_TIMEOUT_S = 60.0
 # How long one step of a quick time inside a listing may take before the worker counts as hung. The
-# quick timer (`gpu.refine.event_timer`) reports a step before its probe (a warm-up call and one
-# timed call), before a second probe, and before its batches (about 8 calls of a plan under 0.5 s
-# per call; a slower plan keeps its probe and runs no batches): so a plan running up to ~15 s per
-# call (the slowest seen: 5.2 s) finishes each step in time. Session 8 (H100) saw a plan never
-# return from its first run.
+# quick timer (`engines.cudnn_refine.event_timer`) reports a step before its probe (a warm-up call
+# and one timed call), before a second probe, and before its batches (about 8 calls of a plan
+# under 0.5 s per call; a slower plan keeps its probe and runs no batches): so a plan running up
+# to ~15 s per call (the slowest seen: 5.2 s) finishes each step in time. On an H100 one cuDNN plan
+# never returned from its first run.
 STEP_TIMEOUT_S = 30.0
 # All retries of one listing together stop after this many seconds (each retry starts a fresh
 # worker and lists again).
@@ -217,80 +218,6 @@ LIST_RETRY_TOTAL_S = 150.0
 # How many hung steps one listing may leave out (each costs a fresh worker and a new listing)
 # before it gives up and the harness falls back to the short list.
 MAX_LIST_EXCLUSIONS = 3
-
-
-@dataclass(frozen=True)
-class ListingStep:
-    """A step of a listing, as the worker wrote it (`engines.listing.listing_step`)."""
-
-    kind: str
-    unit: str
-    name: str
-
-    def describe(self) -> str:
-        what = {"build": "the build of", "time": "the quick time of",
-                "engine": "the knob listing of", "knobs": "the knob walk from"}.get(
-                    self.kind, f"the {self.kind} step of")
-        return f"{what} {self.name or self.unit}"
-
-
-class _StepWatch:
-    """Follows a listing's step file: the last step, and whether a quick time has stalled."""
-
-    def __init__(self, path: str, step_timeout_s: float) -> None:
-        self.path = path
-        self.step_timeout_s = step_timeout_s
-        self.size = -1
-        self.since = time.monotonic()
-        self.step: ListingStep | None = None
-
-    def _read_last(self) -> ListingStep | None:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                end = f.tell()
-                f.seek(max(0, end - 4096))
-                tail = f.read().decode(errors="replace")
-        except OSError:
-            return self.step
-        lines = [ln for ln in tail.split("\n")[:-1] if ln.count("\t") >= 2]  # complete lines
-        if not lines:
-            return self.step
-        kind, unit, name = lines[-1].split("\t", 2)
-        return ListingStep(kind, unit, name)
-
-    def poll(self) -> str | None:
-        try:
-            size = os.path.getsize(self.path)
-        except OSError:
-            return None
-        now = time.monotonic()
-        if size != self.size:
-            self.size, self.since = size, now
-            self.step = self._read_last()
-            return None
-        st = self.step
-        if st is not None and st.kind == "time" and now - self.since > self.step_timeout_s:
-            return (f"{st.describe()} did not return within {self.step_timeout_s:.0f} s (hung); "
-                    "worker killed")
-        return None
-
-    def last(self) -> ListingStep | None:
-        self.poll()
-        return self.step
-
-    def age(self) -> float:
-        """Seconds since the last step began (since the watch began, before any step)."""
-        return time.monotonic() - self.since
-
-    def grace(self) -> float:
-        """When the listing's wait runs out inside a quick time that began less than
-        `step_timeout_s` ago: the seconds until it would count as hung (plus one poll), so a
-        quick time that starts hanging late in a listing is still named; else 0."""
-        st = self.last()
-        if st is None or st.kind != "time":
-            return 0.0
-        return max(0.0, self.step_timeout_s - self.age()) + 1.5
 
 
 def problem_kind(problem: ConvProblem) -> str:
@@ -395,7 +322,7 @@ class WorkerBackend:
         step's unit (a cuDNN engine) is left out of this listing, which runs again in a fresh
         worker (MAX_LIST_EXCLUSIONS times at most), and out of later listings of problems of the
         same kind (`problem_kind`) in this process. When the wait runs out inside a quick time, it
-        is extended until that step would count as hung (`_StepWatch.grace`). Without a step to
+        is extended until that step would count as hung (`StepWatch.grace`). Without a step to
         blame (none reported, a step without a unit, or on a hang the last step began less than
         STEP_TIMEOUT_S before), or after LIST_RETRY_TOTAL_S of retries, WorkerDied."""
         old = self.timeout_s
@@ -408,7 +335,7 @@ class WorkerBackend:
             while True:
                 fd, path = tempfile.mkstemp(prefix="convdoctor-listing-", suffix=".steps")
                 os.close(fd)
-                watch = _StepWatch(path, STEP_TIMEOUT_S)
+                watch = StepWatch(path, STEP_TIMEOUT_S)
                 try:
                     rep = self.call({**msg, "progress": path, "exclude": sorted(known),
                                      "exclude_why": dict(known)},
@@ -504,131 +431,137 @@ def backend_peaks(backend: Any) -> dict[str, Any] | None:
     return None
 
 
-class _StepFile:
-    """While a listing runs, write each `listing_step` as a line "kind TAB unit TAB name" to the
-    file its parent watches (`_StepWatch`); nothing when no file is named."""
-
-    def __init__(self, path: str | None) -> None:
-        self.path = path
-        self.fd = -1
-        self.old: Callable[[str, str, str], None] | None = None
-
-    def _write(self, kind: str, unit: str, name: str) -> None:
-        clean = [" ".join(str(v).split()) for v in (kind, unit, name)]  # no tab, no newline
-        os.write(self.fd, ("\t".join(clean) + "\n").encode())
-
-    def __enter__(self) -> _StepFile:
-        if self.path:
-            try:
-                # the parent made the file: never make it again after the parent removed it
-                self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
-            except OSError:
-                self.fd = -1
-        if self.fd >= 0:
-            self.old = set_step_sink(self._write)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.fd >= 0:
-            set_step_sink(self.old)
-            os.close(self.fd)
-            self.fd = -1
-
-
 def _finite(v: float) -> float:
     return v if v == v and v not in (float("inf"), float("-inf")) else 1e300
 
 
+class _Server:
+    """The worker side of the protocol: one backend, its prepared runners, and one handler per
+    request `op` (`_OPS`), each returning the reply."""
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+        self.backend: Any = None
+        self.runners: dict[int, Any] = {}
+        self.next_id = 0
+
+    def hello(self, msg: dict[str, Any]) -> dict[str, Any]:
+        self.backend = _load_backend(self.spec)
+        return {"name": self.backend.name, "environment": self.backend.environment()}
+
+    def candidates(self, msg: dict[str, Any]) -> dict[str, Any]:
+        backend = self.backend
+        lister = backend.candidates
+        if msg.get("lean"):
+            lister = getattr(backend, "lean_candidates", None)
+            if lister is None:
+                raise RuntimeError(f"backend {backend.name!r} has no short candidate list")
+        if hasattr(backend, "listing_exclude"):
+            backend.listing_exclude = {str(u) for u in msg.get("exclude") or ()}
+        if hasattr(backend, "listing_exclude_why"):
+            backend.listing_exclude_why = {str(u): str(w) for u, w in
+                                           (msg.get("exclude_why") or {}).items()}
+        with StepFile(msg.get("progress")):
+            cands = lister(ConvProblem.from_dict(msg["problem"]))
+        return {"candidates": [c.to_dict() for c in cands], "listing": listing_record(backend)}
+
+    def prepare(self, msg: dict[str, Any]) -> dict[str, Any]:
+        r = self.backend.prepare(ConvProblem.from_dict(msg["problem"]),
+                                 Candidate.from_dict(msg["candidate"]))
+        self.next_id += 1
+        self.runners[self.next_id] = r
+        return {"id": self.next_id, "placements": int(getattr(r, "placements", 1) or 1)}
+
+    def warmup(self, msg: dict[str, Any]) -> dict[str, Any]:
+        self.runners[msg["id"]].warmup()
+        return {}
+
+    def settle(self, msg: dict[str, Any]) -> dict[str, Any]:
+        settle = getattr(self.runners[msg["id"]], "settle", None)
+        if callable(settle):
+            settle()
+        return {}
+
+    def time(self, msg: dict[str, Any]) -> dict[str, Any]:
+        r = self.runners[msg["id"]]
+        slot = msg.get("slot")
+        samples = (r.time(int(msg["reps"]), slot=int(slot))
+                   if slot is not None and getattr(r, "slotted", False)
+                   else r.time(int(msg["reps"])))
+        return {"samples": samples, "timing": str(getattr(r, "timing_mode", "") or "")}
+
+    def check(self, msg: dict[str, Any]) -> dict[str, Any]:
+        c = self.runners[msg["id"]].check()
+        return {"correctness": {"ok": c.ok, "max_rel_err": _finite(c.max_rel_err),
+                                "tolerance": c.tolerance, "detail": c.detail}}
+
+    def close(self, msg: dict[str, Any]) -> dict[str, Any]:
+        r = self.runners.pop(msg["id"], None)
+        if r is not None:
+            r.close()
+        return {}
+
+    def peaks(self, msg: dict[str, Any]) -> dict[str, Any]:
+        return {"peaks": backend_peaks(self.backend)}
+
+    def clock(self, msg: dict[str, Any]) -> dict[str, Any]:
+        c = self.backend.clock()
+        return {"clock": None if c is None else {
+            "sm_clock_mhz": c.sm_clock_mhz, "max_sm_clock_mhz": c.max_sm_clock_mhz,
+            "reasons": c.reasons, "slowdown": c.slowdown}}
+
+    def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """The reply to one request; a sticky error ends the process (the parent restarts it)."""
+        op = msg.get("op")
+        try:
+            handler = _OPS.get(op) if isinstance(op, str) else None
+            if handler is None:
+                return {"error": f"unknown op {op!r}"}
+            return handler(self, msg)
+        except CandidateUnsupported as exc:
+            return {"unsupported": str(exc) or "unsupported"}
+        except StickyError as exc:
+            print(f"sticky error, worker exits: {exc}", file=sys.stderr, flush=True)
+            os._exit(3)
+        except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
+            return {"error": f"{type(exc).__name__}: {exc}"}
+
+    def shutdown(self) -> None:
+        for r in self.runners.values():
+            try:
+                r.close()
+            except Exception:  # noqa: BLE001
+                pass
+        shutdown = getattr(self.backend, "shutdown", None)
+        if callable(shutdown):
+            shutdown()
+
+
+_OPS: dict[str, Callable[[_Server, dict[str, Any]], dict[str, Any]]] = {
+    "hello": _Server.hello, "candidates": _Server.candidates, "prepare": _Server.prepare,
+    "warmup": _Server.warmup, "settle": _Server.settle, "time": _Server.time,
+    "check": _Server.check, "close": _Server.close, "peaks": _Server.peaks,
+    "clock": _Server.clock,
+}
+
+
 def serve(spec: str) -> int:
+    """Answer the parent's requests, one JSON line each, until "exit" or the end of input."""
     # Keep the protocol channel private: anything the backend prints goes to stderr.
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    runners: dict[int, Any] = {}
-    next_id = 0
-    backend: Any = None
+    server = _Server(spec)
     for line in sys.stdin:
         line = line.strip()
         if not line:
             continue
         msg = json.loads(line)
-        op = msg.get("op")
-        reply: dict[str, Any] = {}
-        try:
-            if op == "exit":
-                break
-            if op == "hello":
-                backend = _load_backend(spec)
-                reply = {"name": backend.name, "environment": backend.environment()}
-            elif op == "candidates":
-                lister = backend.candidates
-                if msg.get("lean"):
-                    lister = getattr(backend, "lean_candidates", None)
-                    if lister is None:
-                        raise RuntimeError(f"backend {backend.name!r} has no short candidate list")
-                if hasattr(backend, "listing_exclude"):
-                    backend.listing_exclude = {str(u) for u in msg.get("exclude") or ()}
-                if hasattr(backend, "listing_exclude_why"):
-                    backend.listing_exclude_why = {str(u): str(w) for u, w in
-                                                   (msg.get("exclude_why") or {}).items()}
-                with _StepFile(msg.get("progress")):
-                    cands = lister(ConvProblem.from_dict(msg["problem"]))
-                reply = {"candidates": [c.to_dict() for c in cands],
-                         "listing": listing_record(backend)}
-            elif op == "prepare":
-                r = backend.prepare(ConvProblem.from_dict(msg["problem"]),
-                                    Candidate.from_dict(msg["candidate"]))
-                next_id += 1
-                runners[next_id] = r
-                reply = {"id": next_id, "placements": int(getattr(r, "placements", 1) or 1)}
-            elif op == "warmup":
-                runners[msg["id"]].warmup()
-            elif op == "settle":
-                settle = getattr(runners[msg["id"]], "settle", None)
-                if callable(settle):
-                    settle()
-            elif op == "time":
-                r = runners[msg["id"]]
-                slot = msg.get("slot")
-                samples = (r.time(int(msg["reps"]), slot=int(slot))
-                           if slot is not None and getattr(r, "slotted", False)
-                           else r.time(int(msg["reps"])))
-                reply = {"samples": samples,
-                         "timing": str(getattr(r, "timing_mode", "") or "")}
-            elif op == "check":
-                c = runners[msg["id"]].check()
-                reply = {"correctness": {"ok": c.ok, "max_rel_err": _finite(c.max_rel_err),
-                                         "tolerance": c.tolerance, "detail": c.detail}}
-            elif op == "close":
-                r = runners.pop(msg["id"], None)
-                if r is not None:
-                    r.close()
-            elif op == "peaks":
-                reply = {"peaks": backend_peaks(backend)}
-            elif op == "clock":
-                c = backend.clock()
-                reply = {"clock": None if c is None else {
-                    "sm_clock_mhz": c.sm_clock_mhz, "max_sm_clock_mhz": c.max_sm_clock_mhz,
-                    "reasons": c.reasons, "slowdown": c.slowdown}}
-            else:
-                reply = {"error": f"unknown op {op!r}"}
-        except CandidateUnsupported as exc:
-            reply = {"unsupported": str(exc) or "unsupported"}
-        except StickyError as exc:
-            print(f"sticky error, worker exits: {exc}", file=sys.stderr, flush=True)
-            os._exit(3)
-        except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
-            reply = {"error": f"{type(exc).__name__}: {exc}"}
-        proto.write(json.dumps(reply) + "\n")
+        if msg.get("op") == "exit":
+            break
+        proto.write(json.dumps(server.handle(msg)) + "\n")
         proto.flush()
-    for r in runners.values():
-        try:
-            r.close()
-        except Exception:  # noqa: BLE001
-            pass
-    shutdown = getattr(backend, "shutdown", None)
-    if callable(shutdown):
-        shutdown()
+    server.shutdown()
     return 0
 
 
