@@ -66,6 +66,10 @@ class Settings:
     ws_guard: bool = _s(True, "CONVDOCTOR_WS_GUARD",
                         "time a cuDNN plan with its workspace and replace a slow workspace "
                         "(tuner and optimize)", result=True)
+    tune_prescreen: int = _s(0, "CONVDOCTOR_TUNE_PRESCREEN",
+                             "check and warm up only this many candidates, the fastest by one "
+                             "timed sample each, besides PyTorch's paths (0: every candidate)",
+                             result=True, lo=0)
     cpu_min_share: float = _s(0.6, "CONVDOCTOR_CPU_MIN_SHARE",
                               "CPU tuning: discard a batch of samples when the process got less "
                               "than this share of its threads' CPU time (0: never)",
@@ -98,6 +102,27 @@ class Settings:
         non-default values only)."""
         return {f.metadata["env"]: _show(getattr(self, f.name)) for f in dataclasses.fields(self)
                 if getattr(self, f.name) != f.default}
+
+
+# `quick` tuning: the settings a user who wants results within the minute changes (the cuDNN
+# listing's knob refinement and dual problem off, half a second of engine enumeration, and only
+# the fastest candidates by a first timed sample checked and warmed up). Results tuned so are
+# keyed by these settings in the database, apart from full ones.
+QUICK: dict[str, Any] = {"cudnn_refine": False, "cudnn_dual": False, "cudnn_enum_budget_s": 0.5,
+                         "tune_prescreen": 8}
+TUNING_MODES = ("quick", "thorough")
+
+
+def for_tuning(settings: Settings, mode: str) -> Settings:
+    """`settings` for a tuning mode: "thorough" as given, "quick" with `QUICK` applied over the
+    settings the user left at their defaults."""
+    if mode not in TUNING_MODES:
+        raise UsageError(f"unknown tuning mode {mode!r}", hint=f"use one of {', '.join(TUNING_MODES)}")
+    if mode == "thorough":
+        return settings
+    defaults = Settings()
+    return settings.replace(**{k: v for k, v in QUICK.items()
+                               if getattr(settings, k) == getattr(defaults, k)})
 
 
 def declared() -> list[dict[str, Any]]:

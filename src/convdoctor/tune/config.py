@@ -32,6 +32,12 @@ class HarnessConfig:
     screen_reps: int = 5
     screen_margin: float = 0.30        # hopeless: screen median > (1 + margin) x best screen median
     max_finalists: int = 6
+    # 0: every candidate is checked and warmed up. N > 0: after its first runs each candidate gets
+    # ONE timed sample, and only the N fastest by it (besides `keep_keys`) are checked, warmed up
+    # and screened; the rest are screened out ("prescreen"). A check and a warm-up cost 0.1-0.2 s
+    # per candidate on an H100 and a problem lists 30-90 candidates, so this is what bounds the
+    # time of a quick tuning run.
+    prescreen: int = 0
     # The noise band of a tie: `tie_floor` plus the paired ratio's own 95% CI half-width (a
     # candidate not measurably slower than the leader by more than the floor), never wider than
     # `max_tie_band`. In the decision traces of 58 selections on an H100, a 1% floor broke 21 ties

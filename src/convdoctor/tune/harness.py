@@ -61,6 +61,8 @@ def tune_problem(problem: ConvProblem, *, backend: str | Backend = "auto", db: A
     if cfg.trace is None and settings.tune_trace.strip():
         cfg.trace = file_trace(settings.tune_trace.strip())
     cfg.warmup_cap_s = min(cfg.warmup_cap_s, max(0.2, budget_s / 2.0))
+    if config is None or not config.prescreen:
+        cfg.prescreen = settings.tune_prescreen
 
     def note(text: str) -> None:
         if progress is not None:

@@ -472,8 +472,10 @@ class Harness:
 
     def _first_runs(self, problem: ConvProblem, lives: list[_Live]) -> None:
         """Per candidate in listing order: prepare and first run, second run (the hopeless
-        drop), check, warm-up."""
+        drop), check, warm-up. With `prescreen`, the check and warm-up wait for the prescreen
+        and are given to the candidates it keeps only."""
         best_second: float | None = None
+        pre = self.cfg.prescreen > 0
         for lv in lives:
             self.note(f"first run + check {lv.stats.candidate.key}")
             t_cand = self.cfg.now()
@@ -485,14 +487,58 @@ class Harness:
                 if second is not None and self._hopeless(lv, second, best_second):
                     lv.stats.cost_s += self.cfg.now() - t_cand
                     continue
-                if lv.active:
+                if lv.active and not pre:
                     self._check(lv)
                 if lv.active and second is not None and _passed(lv):
                     best_second = second if best_second is None else min(best_second, second)
             lv.stats.cost_s += self.cfg.now() - t_cand  # warm-up on: counted by _timed
-            if lv.active:
-                self.note(f"warm up {lv.stats.candidate.key}")
-                self._warmup(lv)
+            if lv.active and not pre:
+                self._warm_up(lv)
+        if pre:
+            for lv in self._prescreen(lives):
+                t_cand = self.cfg.now()
+                self._check(lv)
+                lv.stats.cost_s += self.cfg.now() - t_cand
+                if lv.active:
+                    self._warm_up(lv)
+
+    def _warm_up(self, lv: _Live) -> None:
+        self.note(f"warm up {lv.stats.candidate.key}")
+        self._warmup(lv)
+
+    def _prescreen(self, lives: list[_Live]) -> list[_Live]:
+        """One timed sample per active candidate; the `prescreen` fastest by it and every
+        `keep_keys` candidate go on, the rest are screened out. Returns those that go on."""
+        cands = [lv for lv in lives if lv.active]
+        first: dict[int, float] = {}
+        for lv in cands:
+            s = self._timed(lv, 1, slot=0)
+            if s:
+                first[id(lv)] = s[0]
+            if self.degraded:
+                return [lv for lv in cands if lv.active]
+        ranked = sorted((lv for lv in cands if id(lv) in first), key=lambda lv: first[id(lv)])
+        fastest = ranked[0] if ranked else None
+        chosen = {id(lv) for lv in ranked[:self.cfg.prescreen]}
+        out = []
+        for lv in cands:
+            if not lv.active:
+                continue
+            keep = lv.stats.candidate.key in self.cfg.keep_keys
+            t = first.get(id(lv))
+            if keep or id(lv) in chosen:
+                out.append(lv)
+                continue
+            lv.stats.status = "screened-out"
+            lv.stats.reason = ("prescreen: no timed sample" if t is None or fastest is None else
+                               f"prescreen: {t / first[id(fastest)]:.2f}x the fastest first "
+                               f"sample (the {self.cfg.prescreen} fastest go on)")
+            lv.active = False
+            self._close(lv)
+        self._trace({"phase": "prescreen", "kept": [lv.stats.candidate.key for lv in out],
+                     "us": {lv.stats.candidate.key: round(first[id(lv)] * 1e6, 3)
+                            for lv in ranked}})
+        return out
 
     def _conclude(self, result: TuneResult, lives: list[_Live]) -> None:
         """The notes and statuses of a degraded run, or of one without a winner."""
