@@ -6,8 +6,8 @@
 For each model (timm, else torchvision, else convdoctor's zoo) at batch 64, 224x224, training,
 it takes the first `--problems` distinct convolution problems `optimize` would tune
 (`convdoctor.runtime.record.model_problems`, under bf16 autocast for `bf16`) and tunes each in this
-process on a fresh CUDA backend per variant (settings: `default`, or `quick`: no knob refinement,
-no dual listing, 0.5 s of enumeration), timing: the listing (`backend.candidates`, with the
+process on a fresh CUDA backend per variant (settings: `default`, or `quick`:
+`convdoctor.settings.QUICK`), timing: the listing (`backend.candidates`, with the
 cuDNN enumeration's and refinement's own seconds from the listing record), then the harness
 (`tune_problem` with `budget_s`, its listing timed inside it), split into the listing, the
 time spent on the candidates (`CandidateStats.cost_s`: first runs, checks, warm-up, screen and
@@ -29,10 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT / "src") not in sys.path:
     sys.path.insert(0, str(ROOT / "src"))
 
-VARIANTS = {
-    "default": {},
-    "quick": {"cudnn_refine": False, "cudnn_dual": False, "cudnn_enum_budget_s": 0.5},
-}
+VARIANTS = ("default", "quick")
 
 
 def problems_of(name: str, precision: str, count: int) -> list[Any]:
@@ -52,11 +49,11 @@ def problems_of(name: str, precision: str, count: int) -> list[Any]:
 
 
 def one(problem: Any, variant: str, budget_s: float) -> dict[str, Any]:
-    from convdoctor.settings import Settings
+    from convdoctor.settings import Settings, for_tuning
     from convdoctor.tune.cuda_backend import CudaBackend
     from convdoctor.tune.harness import tune_problem
 
-    settings = Settings().replace(**VARIANTS[variant])
+    settings = for_tuning(Settings(), "quick" if variant == "quick" else "thorough")
     backend = CudaBackend(settings=settings)
     listed: list[tuple[float, list[Any]]] = []
     orig = backend.candidates
@@ -70,7 +67,8 @@ def one(problem: Any, variant: str, budget_s: float) -> dict[str, Any]:
     backend.candidates = timed  # type: ignore[method-assign]
     try:
         t1 = time.perf_counter()
-        res = tune_problem(problem, backend=backend, db=None, budget_s=budget_s, reuse=False)
+        res = tune_problem(problem, backend=backend, db=None, budget_s=budget_s, reuse=False,
+                           settings=settings)
         harness_s = time.perf_counter() - t1
         info = backend.listing_info()
     finally:
