@@ -28,7 +28,7 @@ from .model import (
     EnvDoc,
     TunedProblem,
 )
-from .svg import finite, positive
+from .svg import finite, finite_list, positive
 
 MAX_ROWS = 200_000
 MAX_SAMPLES = 100_000
@@ -55,10 +55,7 @@ def _str_dict(d: Any) -> dict[str, str]:
 
 
 def _floats(items: Any, limit: int = MAX_SAMPLES) -> tuple[float, ...]:
-    if not isinstance(items, list):
-        return ()
-    out = [f for f in (positive(v) for v in items[:limit]) if f is not None]
-    return tuple(out)
+    return finite_list(items, limit)
 
 
 # ---------------------------------------------------------------------------------------- env

@@ -26,11 +26,14 @@ class Page:
     sections: tuple[str, ...]        # ids of the sections written, in order
 
 
-def render_page(inputs: Inputs, *, now: _dt.datetime | None = None) -> Page:
-    """The whole page for `inputs`."""
+def render_page(inputs: Inputs, *, now: _dt.datetime | None = None,
+                only: tuple[str, ...] | None = None) -> Page:
+    """The whole page for `inputs` (`only`: just the sections with these ids)."""
     when = (now or _dt.datetime.now().astimezone()).strftime("%Y-%m-%d %H:%M %Z").strip()
     bodies: list[tuple[Section, str]] = []
     for sec in SECTIONS:
+        if only is not None and sec.id not in only:
+            continue
         body = sec.render(inputs)
         if body:
             bodies.append((sec, body))

@@ -106,7 +106,7 @@ def plot(dists: list[Dist]) -> str:
             parts.append(f'<rect class="box" x="{num(sx(q1))}" y="{num(y - 7)}" '
                          f'width="{num(max(1.0, sx(q3) - sx(q1)))}" height="14"/>')
             cls = "bench" if d.versus == "benchmark=True" else "heur"
-            pts = [(round(sx(v)), round(y + jitter(k, 5.0), 1)) for k, v in enumerate(d.values)]
+            pts = [(round(sx(v)), round(y + jitter(k, 5.0))) for k, v in enumerate(d.values)]
             parts.append(f'<path class="pt {cls}" d="{dots_path(pts)}"/>')
         if d.geomean:
             parts.append(f'<path class="med" d="M{num(sx(d.geomean))} {num(y - 9)}v18"/>')

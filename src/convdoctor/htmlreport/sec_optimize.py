@@ -115,7 +115,7 @@ def e2e_plot(rows: list[E2ERow]) -> str:
         y = top + rh * i + rh / 2
         cls = "chosen" if r.label == "convdoctor" else "heur"
         parts.append(text(4, y + 4, short(r.label, 30), cls="strong" if cls == "chosen" else ""))
-        pts = [(round(sx(v), 1), round(y + jitter(k, 5.0), 1)) for k, v in enumerate(r.samples)]
+        pts = [(round(sx(v)), round(y + jitter(k, 5.0))) for k, v in enumerate(r.samples)]
         if pts:
             parts.append(f'<path class="pt {cls}" d="{dots_path(pts)}"/>')
         if r.runs:

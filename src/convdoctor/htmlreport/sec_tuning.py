@@ -35,7 +35,7 @@ from .svg import (
 )
 
 MAX_ROWS = 12          # measured candidates drawn on rows of their own
-STRIP_POINTS = 24      # samples drawn per row (quantiles of larger samples)
+STRIP_POINTS = 16      # samples drawn per row (quantiles of larger samples)
 OPEN_BLOCKS = 12       # problems shown open; the rest are one line each until opened
 TIMED = ("ok", "not-measured")
 ROLE_CLASS = {"chosen": "chosen", "heuristic": "heur", "benchmark": "bench"}
@@ -129,64 +129,84 @@ def _row_class(r: StripRow) -> str:
     return "ok"
 
 
-def _strip(r: StripRow, sx: Scale, y: float) -> str:
+@dataclass
+class _Marks:
+    """A plot's marks by kind, each kind drawn as one path (a few bytes per mark)."""
+
+    box: list[str]
+    ref: list[str]
+    ci: list[str]
+    med: list[str]
+    dots: list[str]
+
+    def svg(self) -> str:
+        out = "".join(self.dots)
+        for cls, ds in (("box", self.box), ("ref", self.ref), ("ci", self.ci),
+                        ("med", self.med)):
+            if ds:
+                out += f'<path class="{cls}" d="{"".join(ds)}"/>'
+        return out
+
+
+def _strip(r: StripRow, sx: Scale, y: float, m: _Marks) -> None:
     """One row's marks: box (large samples), dots, referee diamonds, CI bar and median tick."""
-    parts = []
     vals = sorted(v for v in r.points if v > 0)
+    yi = round(y)
     if len(vals) > STRIP_POINTS and r.key:
-        q1, q3 = quantile(vals, 0.25), quantile(vals, 0.75)
-        parts.append(f'<path class="box" d="M{num(sx(vals[0]))} {num(y)}H{num(sx(q1))}'
-                     f'M{num(sx(q3))} {num(y)}H{num(sx(vals[-1]))}"/>'
-                     f'<rect class="box" x="{num(sx(q1))}" y="{num(y - 5)}" '
-                     f'width="{num(max(1.0, sx(q3) - sx(q1)))}" height="10"/>')
+        a, b = round(sx(quantile(vals, 0.25))), round(sx(quantile(vals, 0.75)))
+        m.box.append(f"M{round(sx(vals[0]))} {yi}H{a}M{b} {yi}H{round(sx(vals[-1]))}"
+                     f"M{a} {yi - 5}h{max(1, b - a)}v10H{a}z")
         vals = thin(vals, STRIP_POINTS)
     spread = 4.0 if r.key else 2.5
-    pts = [(round(sx(v)), round(y + jitter(i, spread), 1)) for i, v in enumerate(vals)]
+    pts = [(round(sx(v)), round(y + jitter(i, spread))) for i, v in enumerate(vals)]
     if pts:
-        parts.append(f'<path class="pt {_row_class(r)}" d="{dots_path(pts)}"/>')
-    if r.referee:
-        d = "".join(f"M{num(sx(v))} {num(y - 4)}l4 4-4 4-4-4z" for v in r.referee)
-        parts.append(f'<path class="ref" d="{d}"/>')
+        m.dots.append(f'<path class="pt {_row_class(r)}" d="{dots_path(pts)}"/>')
+    m.ref.extend(f"M{num(sx(v))} {yi - 4}l4 4-4 4-4-4z" for v in r.referee)
     if r.ci is not None and r.key:
-        parts.append(f'<path class="ci" d="M{num(sx(r.ci[0]))} {num(y + 7)}'
-                     f'H{num(sx(r.ci[1]))}"/>')
+        m.ci.append(f"M{num(sx(r.ci[0]))} {yi + 7}H{num(sx(r.ci[1]))}")
     if r.median_s and r.key:
-        parts.append(f'<path class="med" d="M{num(sx(r.median_s))} {num(y - 7)}v14"/>')
-    return "".join(parts)
+        m.med.append(f"M{num(sx(r.median_s))} {yi - 7}v14")
+
+
+def _title(r: StripRow, shown: str) -> str:
+    """A row label's tooltip: only what the label does not already say."""
+    marks = ", ".join(r.roles)
+    if shown == r.label == r.key and not marks and not r.reason:
+        return ""
+    return r.key + (f" [{marks}]" if marks else "") + (f": {r.reason}" if r.reason else "")
 
 
 def plot(tp: TunedProblem, rows: list[StripRow]) -> str:
     """The problem's strip plot as inline SVG."""
-    width, lab_w, x0, x1, rh, top = 860.0, 270.0, 280.0, 690.0, 18.0, 22.0
+    width, x0, x1, rh, top = 860.0, 280.0, 690.0, 18.0, 22.0
     vals = [v for r in rows for v in (*r.points, *r.referee) if v > 0]
     vals += [v for r in rows if r.ci for v in r.ci]
     sx = Scale.fit(vals, x0, x1, log=True)
     bottom = top + rh * len(rows) + 4
+    clocks = {round(r.clock_mhz) for r in rows if r.clock_mhz}
     parts = [axis_x(sx, bottom, top - 6, fmt_tick, label="time per call (log scale)",
                     max_ticks=7)]
-    for hdr, x in (("n", 712), ("discarded", 776), ("clock MHz", 850)):
+    cols = [("n", 712), ("discarded", 776)] + ([("clock MHz", 850)] if len(clocks) > 1 else [])
+    for hdr, x in cols:
         parts.append(text(x, 12, hdr, cls="dim", anchor="end"))
+    marks = _Marks([], [], [], [], [])
     for i, r in enumerate(rows):
         y = top + rh * i + rh / 2
-        if "chosen" in r.roles:
+        chosen = "chosen" in r.roles
+        if chosen:
             parts.append(f'<rect class="rowhl" x="0" y="{num(y - rh / 2)}" width="{num(width)}" '
                          f'height="{num(rh)}"/>')
-        marks = ", ".join(x for x in r.roles)
         name = short(r.label, 44)
-        parts.append(text(4, y + 4, name, cls="mono" + (" strong" if "chosen" in r.roles
-                                                          else ""),
-                          title=r.key + (f" [{marks}]" if marks else "")
-                          + (f": {r.reason}" if r.reason else "")))
-        if marks:
-            parts.append(text(lab_w, y + 4, "\u25cf" if "chosen" in r.roles else "\u25cb",
-                              cls="dim", anchor="end", title=marks))
-        parts.append(_strip(r, sx, y))
+        parts.append(text(4, y + 4, name, cls="mono strong" if chosen else "mono",
+                          title=_title(r, name)))
+        _strip(r, sx, y, marks)
         parts.append(text(712, y + 4, str(r.n), cls="dim", anchor="end"))
         if r.discarded:
             parts.append(text(776, y + 4, str(r.discarded), cls="dim", anchor="end"))
-        if r.clock_mhz:
+        if r.clock_mhz and len(clocks) > 1:
             parts.append(text(850, y + 4, f"{r.clock_mhz:.0f}", cls="dim", anchor="end"))
-    return svg(width, bottom + 34, "".join(parts), label=f"candidate times of {tp.label}")
+    parts.append(marks.svg())
+    return svg(width, bottom + 34, "".join(parts), label="candidate times")
 
 
 def _facts(tp: TunedProblem) -> str:
@@ -242,7 +262,8 @@ def summary_line(tp: TunedProblem) -> str:
 def block(tp: TunedProblem, *, open_: bool) -> str:
     rows, untimed = strip_rows(tp)
     body = plot(tp, rows) if rows else '<p class="note">No candidate has a time.</p>'
-    return (f'<details class="block"{" open" if open_ else ""}><summary>{esc(summary_line(tp))}'
+    attr = ' open=""' if open_ else ""
+    return (f'<details class="block"{attr}><summary>{esc(summary_line(tp))}'
             f"</summary>{body}{_facts(tp)}{_untimed(tp, untimed)}</details>")
 
 

@@ -50,9 +50,9 @@ def short(value: object, n: int) -> str:
 
 
 def num(v: float) -> str:
-    """A coordinate: one decimal, no trailing zeros (keeps the SVG small)."""
-    r = round(v, 1)
-    return str(int(r)) if r == int(r) else f"{r:.1f}"
+    """A coordinate: one decimal, none when it is zero (keeps the SVG small)."""
+    s = f"{v:.1f}"
+    return s[:-2] if s.endswith(".0") else s
 
 
 def fmt_time(s: float | None) -> str:
@@ -88,6 +88,15 @@ def fmt_si(x: float | None, unit: str = "") -> str:
     return f"{x:.3g} {unit}".rstrip()
 
 
+def finite_list(items: object, limit: int) -> tuple[float, ...]:
+    """The finite positive numbers of a JSON list (at most `limit`), in order."""
+    if not isinstance(items, list):
+        return ()
+    isf = math.isfinite
+    return tuple(float(v) for v in items[:limit]
+                 if (type(v) is float or type(v) is int) and v > 0 and isf(v))
+
+
 def finite(v: object) -> float | None:
     """A finite float from a JSON value, or None (strings, booleans, NaN, infinities)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -111,6 +120,11 @@ class Scale:
     px1: float
     log: bool = False
 
+    def __post_init__(self) -> None:
+        a, b = (math.log10(self.lo), math.log10(self.hi)) if self.log else (self.lo, self.hi)
+        object.__setattr__(self, "_a", a)
+        object.__setattr__(self, "_k", (self.px1 - self.px0) / ((b - a) or 1.0))
+
     @classmethod
     def fit(cls, values: Iterable[float], px0: float, px1: float, *, log: bool = False,
             pad: float = 0.06, include: Sequence[float] = ()) -> Scale:
@@ -128,12 +142,11 @@ class Scale:
         return cls(lo - span * pad, hi + span * pad, px0, px1, False)
 
     def __call__(self, v: float) -> float:
+        a: float = self._a  # type: ignore[attr-defined]
+        k: float = self._k  # type: ignore[attr-defined]
         if self.log:
-            a, b = math.log10(self.lo), math.log10(self.hi)
-            t = (math.log10(max(v, 1e-300)) - a) / (b - a)
-        else:
-            t = (v - self.lo) / ((self.hi - self.lo) or 1.0)
-        return self.px0 + t * (self.px1 - self.px0)
+            return self.px0 + (math.log10(v if v > 1e-300 else 1e-300) - a) * k
+        return self.px0 + (v - a) * k
 
     def ticks(self, max_ticks: int = 8) -> list[float]:
         if self.log:
@@ -174,6 +187,9 @@ def _lin_ticks(lo: float, hi: float, max_ticks: int) -> list[float]:
     return out
 
 
+_ANCHOR = {"end": "r", "middle": "c"}   # text-anchor as a class of the style sheet
+
+
 def _plain(v: float) -> str:
     return f"{v:g}"
 
@@ -181,10 +197,10 @@ def _plain(v: float) -> str:
 def text(x: float, y: float, label: str, *, cls: str = "", anchor: str = "start",
          title: str = "") -> str:
     """A text element; `label` and `title` are escaped here."""
+    cls = " ".join(c for c in (cls, _ANCHOR.get(anchor, "")) if c)
     c = f' class="{cls}"' if cls else ""
-    a = "" if anchor == "start" else f' text-anchor="{anchor}"'
     body = esc(label) + (f"<title>{esc(title)}</title>" if title else "")
-    return f'<text x="{num(x)}" y="{num(y)}"{c}{a}>{body}</text>'
+    return f'<text x="{num(x)}" y="{num(y)}"{c}>{body}</text>'
 
 
 def axis_x(scale: Scale, y: float, top: float, fmt: Callable[[float], str] | None = None,
@@ -227,9 +243,18 @@ def svg(width: float, height: float, body: str, *, label: str) -> str:
             f'aria-label="{esc(label)}">{body}</svg>')
 
 
-def dots_path(points: Iterable[tuple[float, float]]) -> str:
-    """Many round dots as one path (zero-length segments with round caps): a few bytes each."""
-    return "".join(f"M{num(x)} {num(y)}h0" for x, y in points)
+def dots_path(points: Iterable[tuple[int, int]]) -> str:
+    """Many round dots as one path: zero-length segments with round caps, each a relative move
+    from the one before (whole pixels: a few bytes a dot)."""
+    out = []
+    px = py = None
+    for x, y in points:
+        if px is None or py is None:
+            out.append(f"M{x} {y}h0")
+        else:
+            out.append(f"m{x - px} {y - py}h0")
+        px, py = x, y
+    return "".join(out)
 
 
 def jitter(i: int, spread: float) -> float:
