@@ -213,3 +213,17 @@ def test_report_imports_no_torch(tmp_path: Path) -> None:
     cp = subprocess.run([sys.executable, "-m", "convdoctor", "--help"], capture_output=True,
                         text=True, env=env, timeout=60)
     assert "report" in cp.stdout
+
+
+def test_sections_flag(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from convdoctor.htmlreport.cmd import SECTION_IDS
+    from convdoctor.htmlreport.sections import SECTIONS
+
+    assert SECTION_IDS == tuple(s.id for s in SECTIONS)
+    out = tmp_path / "r.html"
+    rc, stdout, err = run(capsys, "--bench", str(BENCH_H200), "--sections", "bench,roofline",
+                          "--json", "--out", str(out))
+    assert rc == 0, err
+    assert json.loads(stdout)["sections"] == ["roofline", "bench"]     # page order
+    rc, _, err = run(capsys, "--bench", str(BENCH_H200), "--sections", "plots", "--out", str(out))
+    assert rc == 2 and "expected section names" in err and err.count("\n") == 1

@@ -165,9 +165,9 @@ def tuned_for_run(run: OptimizeRun, db: str | None) -> list[TunedProblem]:
 
 
 def write(inputs: Inputs, out: str | None, *, files: Sequence[str] = (),
-          flag: str = "--out") -> tuple[Page, str, int]:
+          flag: str = "--out", only: tuple[str, ...] | None = None) -> tuple[Page, str, int]:
     """Render and write the page: (page, file written, bytes)."""
-    page = render_page(inputs)
+    page = render_page(inputs, only=only)
     path, n = write_page(out or DEFAULT_OUT, page.html, flag=flag, named=out is not None,
                          inputs=files)
     return page, path, n

@@ -4,6 +4,18 @@ from __future__ import annotations
 
 import argparse
 
+# the ids of `sections.SECTIONS`, in page order (kept here so --help imports no section)
+SECTION_IDS = ("machine", "tuning", "roofline", "bench", "optimize")
+
+
+def _sections(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    bad = [n for n in names if n not in SECTION_IDS]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected section names from "
+                                         f"{', '.join(SECTION_IDS)}, comma-separated")
+    return names
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", default=None, metavar="PATH",
@@ -20,6 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="measured roofline peaks (convdoctor's roofline.json, or `tune --json` "
                    "output) for devices measured elsewhere")
     p.add_argument("--title", default=None, help="the page's title")
+    p.add_argument("--sections", type=_sections, default=None, metavar="LIST",
+                   help=f"only these sections, comma-separated ({', '.join(SECTION_IDS)})")
     p.add_argument("--out", default=None, metavar="FILE.html",
                    help="where to write the page (default: convdoctor-report.html here, replaced "
                    "only if it is a page this command wrote)")
@@ -36,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
 
         check_out(args.out, inputs=req.files())
     inputs = gather(req)
-    page, path, nbytes = write(inputs, args.out, files=req.files())
+    page, path, nbytes = write(inputs, args.out, files=req.files(), only=args.sections)
     info = summary(page, path, nbytes, inputs)
     human = (f"wrote {path} ({nbytes / 1024:.0f} KiB): "
              + (", ".join(page.sections) or "no section") + " section(s)")

@@ -186,7 +186,9 @@ def plot(tp: TunedProblem, rows: list[StripRow]) -> str:
     clocks = {round(r.clock_mhz) for r in rows if r.clock_mhz}
     parts = [axis_x(sx, bottom, top - 6, fmt_tick, label="time per call (log scale)",
                     max_ticks=7)]
-    cols = [("n", 712), ("discarded", 776)] + ([("clock MHz", 850)] if len(clocks) > 1 else [])
+    timed = tp.sample_kind == "samples"     # bench rows: run medians, nothing discarded
+    cols = [("n", 712)] + ([("discarded", 776)] if timed else []) \
+        + ([("clock MHz", 850)] if len(clocks) > 1 else [])
     for hdr, x in cols:
         parts.append(text(x, 12, hdr, cls="dim", anchor="end"))
     marks = _Marks([], [], [], [], [])
