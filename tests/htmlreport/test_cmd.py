@@ -227,3 +227,45 @@ def test_sections_flag(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> No
     assert json.loads(stdout)["sections"] == ["roofline", "bench"]     # page order
     rc, _, err = run(capsys, "--bench", str(BENCH_H200), "--sections", "plots", "--out", str(out))
     assert rc == 2 and "expected section names" in err and err.count("\n") == 1
+
+
+def test_bench_report_flag(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    page = tmp_path / "bench.html"
+    rc = main(["bench", "--merge", str(BENCH_H200), "--report", str(page), "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert json.loads(out)["kind"] == "bench"
+    html = page.read_text()
+    assert 'id="bench"' in html and 'id="tuning"' in html and 'id="roofline"' in html
+    rc = main(["bench", "--merge", str(BENCH_H200), "--report", "/dev/null"])
+    _, err = capsys.readouterr()
+    one_line_error(rc, err, "--report /dev/null is a device")
+
+
+def test_optimize_report_flag_refuses_a_bad_path_before_running(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    rc = main(["optimize", "zoo:resnet50", "--report", str(tmp_path)])
+    _, err = capsys.readouterr()
+    one_line_error(rc, err, "--report", "is a directory")
+
+
+@pytest.mark.slow
+def test_optimize_report_flag_writes_the_runs_page(capsys: pytest.CaptureFixture[str],
+                                                   tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    model = tmp_path / "tiny.py"
+    model.write_text("import torch\n\ndef model():\n    return torch.nn.Sequential("
+                     "torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), "
+                     "torch.nn.Conv2d(8, 8, 3, padding=1))\n")
+    monkeypatch.setenv("CONVDOCTOR_DB", str(tmp_path / "db.sqlite3"))
+    page = tmp_path / "run.html"
+    rc = main(["optimize", f"{model}:model", "--input-shape", "2,3,16,16", "--device", "cpu",
+               "--steps", "6", "--budget", "0.2", "--report", str(page), "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    payload = json.loads(out)
+    assert set(payload["step_samples_ms"]) == {"pytorch", "convdoctor"}
+    html = page.read_text()
+    assert 'id="optimize"' in html and 'id="tuning"' in html     # the run's problems, tuned
+    assert "95% CI" in html
