@@ -269,3 +269,21 @@ def test_optimize_report_flag_writes_the_runs_page(capsys: pytest.CaptureFixture
     html = page.read_text()
     assert 'id="optimize"' in html and 'id="tuning"' in html     # the run's problems, tuned
     assert "95% CI" in html
+
+
+def test_unreadable_default_database_is_a_note_a_named_one_an_error(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    other = tmp_path / "other.sqlite3"
+    import sqlite3
+
+    with sqlite3.connect(other) as conn:        # another program's database
+        conn.execute("CREATE TABLE songs (title TEXT)")
+    before = other.read_bytes()
+    monkeypatch.setenv("CONVDOCTOR_DB", str(other))
+    rc, stdout, err = run(capsys, "--json", "--out", str(tmp_path / "r.html"))
+    assert rc == 0, err
+    assert any("default database cannot be read" in n for n in json.loads(stdout)["not_shown"])
+    rc, _, err = run(capsys, "--db", str(other), "--out", str(tmp_path / "r.html"))
+    assert rc == 2 and "Traceback" not in err and str(other) in err
+    assert other.read_bytes() == before

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import UsageError
 from .inputs import (
     cached_peaks,
     datasheet_peaks,
@@ -68,7 +69,13 @@ def _read_db(req: Request, parts: _Parts) -> None:
     from ..db import default_path
 
     path = req.db or str(default_path())
-    tuned, peaks, skipped = load_tuned(path, named=req.db is not None)
+    try:
+        tuned, peaks, skipped = load_tuned(path, named=req.db is not None)
+    except UsageError as exc:
+        if req.db is not None:   # a file the user named: its error is the answer
+            raise
+        parts.notes.append(f"Tuning: the default database cannot be read: {exc.message}")
+        return
     parts.tuned += tuned
     parts.measured += [p for p in (peaks_from(d, f"measured, {display_name(path)}")
                                    for d in peaks) if p is not None]
@@ -152,7 +159,6 @@ def tuned_for_run(run: OptimizeRun, db: str | None) -> list[TunedProblem]:
     """The tuning results of a run's problems, from the database it used (none when the
     database holds none or cannot be read: the page then has no tuning section)."""
     from ..db import default_path
-    from ..errors import UsageError
 
     wanted = {x.problem for x in run.layers if x.problem}
     if not wanted:

@@ -153,8 +153,7 @@ def tuned_from_bench(b: BenchDoc) -> list[TunedProblem]:
         base = [(k, v) for k, v in ((heur, positive(r.get("heuristic_s"))),
                                     (BENCHMARK_KEY, positive(r.get("benchmark_s"))))
                 if v is not None]
-        ts = [t for t in (positive(x) for x in (r.get("tuning_s") or [])
-                          if isinstance(r.get("tuning_s"), list)) if t is not None]
+        ts = finite_list(r.get("tuning_s"), 1000)
         out.append(TunedProblem(
             label=label, key=str(r.get("problem_key") or label),
             direction=p.direction if p else b.direction, dtype=p.dtype if p else "?",

@@ -164,7 +164,7 @@ def _listing(title: str, rows: list[tuple[BenchDoc, dict[str, Any]]]) -> str:
             f'<td class="num">{esc(fmt_time(positive(r.get("tuned_s"))))}</td>'
             f'<td class="num">{esc(fmt_time(positive(r.get("heuristic_s"))))}</td>'
             f'<td class="num">{esc(fmt_time(positive(r.get("benchmark_s"))))}</td>'
-            f"<td><code>{esc(' / '.join(str(w) for w in dict.fromkeys(winners)))}</code></td>"
+            f"<td><code>{esc(' / '.join(dict.fromkeys(str(w) for w in winners)))}</code></td>"
             "</tr>")
     more = (f'<p class="caption">... and {len(rows) - MAX_LISTED} more.</p>'
             if len(rows) > MAX_LISTED else "")

@@ -94,8 +94,8 @@ def library_grid(doc: dict[str, Any]) -> LibGrid | None:
     col = {d: i for i, (d, _) in enumerate(dirs)}
     pred = _get(facts, "resolution", "value", "predicted")
     pred = pred if isinstance(pred, dict) else {}
-    loaded_all = [p for p in (_get(facts, "resolution", "value", "loaded") or [])
-                  if isinstance(p, str)]
+    loaded = _get(facts, "resolution", "value", "loaded")
+    loaded_all = [p for p in loaded if isinstance(p, str)] if isinstance(loaded, list) else []
     names = sorted({c["name"] for c in copies},
                    key=lambda n: (min(FAMILY_ORDER.get(str(c.get("family")), 9)
                                       for c in copies if c["name"] == n), n))
@@ -186,8 +186,8 @@ def findings_html(doc: dict[str, Any]) -> str:
     for f in fs:
         sev = str(f.get("severity"))
         sev_cls = sev if sev in SEVERITY_ORDER else "info"
-        ev = "".join(f"<li>{esc(e, 1000)}</li>" for e in (f.get("evidence") or [])
-                     if isinstance(f.get("evidence"), list))
+        evidence = f.get("evidence") if isinstance(f.get("evidence"), list) else []
+        ev = "".join(f"<li>{esc(e, 1000)}</li>" for e in evidence)
         layer = f" [{esc(f['layer'])}]" if f.get("layer") else ""
         msg = str(f.get("message") or "")
         cards.append(

@@ -172,7 +172,7 @@ def decisions_plot(decisions: list[Decision]) -> str:
 def stacked_plot(b: Breakdown) -> str:
     width, x0, x1, top, bh = 860.0, 150.0, 760.0, 8.0, 26.0
     total = max(sum(b.pytorch.values()), sum(b.chosen.values()), 1e-9)
-    sx = Scale(0.0, total * 1.04, x0, x1)
+    sx = Scale.fit([0.0, total], x0, x1, pad=0.02)
     parts = [axis_x(sx, top + 2 * (bh + 10) + 2, top - 4, lambda v: f"{v:g}",
                     label="ms per step in convolutions (sum over layers)")]
     for i, (label, pick) in enumerate((("PyTorch's path", "pytorch_ms"),

@@ -128,7 +128,10 @@ class Scale:
     @classmethod
     def fit(cls, values: Iterable[float], px0: float, px1: float, *, log: bool = False,
             pad: float = 0.06, include: Sequence[float] = ()) -> Scale:
-        vals = [v for v in (*values, *include) if math.isfinite(v) and (v > 0 or not log)]
+        # values a plot can hold (a log axis from 1e-250 to 1e250): anything beyond is no
+        # measurement, and would overflow the axis
+        vals = [v for v in (*values, *include)
+                if math.isfinite(v) and abs(v) < 1e250 and (v > 1e-250 or not log)]
         if not vals:
             vals = [1.0, 10.0] if log else [0.0, 1.0]
         lo, hi = min(vals), max(vals)
@@ -145,10 +148,15 @@ class Scale:
         a: float = self._a  # type: ignore[attr-defined]
         k: float = self._k  # type: ignore[attr-defined]
         if self.log:
-            return self.px0 + (math.log10(v if v > 1e-300 else 1e-300) - a) * k
-        return self.px0 + (v - a) * k
+            x = self.px0 + (math.log10(v if v > 1e-300 else 1e-300) - a) * k
+        else:
+            x = self.px0 + (v - a) * k
+        # a value far off the axis (one the fit left out) stays just outside it, finite
+        return min(max(x, self.px0 - 1e4), self.px0 + 1e4) if math.isfinite(x) else self.px0
 
     def ticks(self, max_ticks: int = 8) -> list[float]:
+        if not (math.isfinite(self.lo) and math.isfinite(self.hi)):
+            return []
         if self.log:
             return _log_ticks(self.lo, self.hi, max_ticks)
         return _lin_ticks(self.lo, self.hi, max_ticks)
