@@ -32,6 +32,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("bench", "convdoctor.tune.cmd_bench", "benchmark a suite: PyTorch heuristics vs benchmark=True vs convdoctor"),
     ("db", "convdoctor.db.cmd", "list, export, import and prune the tuning database"),
     ("optimize", "convdoctor.runtime.cmd", "run a model on tuned engines; print the plan and the measured speedup"),
+    ("report", "convdoctor.htmlreport.cmd", "write one self-contained HTML page: diagnosis, tuning, roofline, bench, optimize"),
 )
 
 EPILOG = "Every command takes --json for machine-readable output. Exit codes: 0 ok, 1 warnings, 2 errors."

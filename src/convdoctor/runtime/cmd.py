@@ -49,6 +49,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "compared medians, at least 0.01")
     p.add_argument("--all-layers", action="store_true",
                    help="print every layer (default: the first 40 signatures)")
+    p.add_argument("--report", default=None, metavar="FILE.html",
+                   help="also write the run's HTML page (see convdoctor report)")
 
 
 def _torch() -> Any:
@@ -61,6 +63,9 @@ def _torch() -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.report:  # a page that could not be written is refused before the run
+        from ..htmlreport import check_report_path
+        check_report_path(args.report)
     torch = _torch()
     import copy
 
@@ -109,7 +114,11 @@ def run(args: argparse.Namespace) -> int:
     payload = {"model": args.model, "input_shape": list(shape), "dtype": dtype_name,
                "device": dev, "train": bool(args.train), "step_ms": ms, "speedup": speedup,
                "steps": args.steps, "report": rep}
+    payload["step_samples_ms"] = samples
     emit(args, payload, _human(args, shape, dtype_name, dev, rep, ms, speedup))
+    if args.report:
+        from ..htmlreport import report_for_optimize
+        report_for_optimize(args.report, payload, samples, db=args.db)
     return 0
 
 

@@ -157,6 +157,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "of one suite and configuration, measured on one machine and software "
                    "stack) and summarize them as one; a problem in several files counts once, "
                    "from the first; each row names its file and the code that measured it")
+    p.add_argument("--report", default=None, metavar="FILE.html",
+                   help="also write the result's HTML page (see convdoctor report)")
 
 
 class _Restricted:
@@ -482,6 +484,9 @@ def shard_of(items: list[Any], shard: tuple[int, int] | None) -> list[Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.report:  # a page that could not be written is refused before the run
+        from ..htmlreport import check_report_path
+        check_report_path(args.report)
     if args.merge:
         return _merge(args)
     if args.referee_only:
@@ -1106,4 +1111,7 @@ def _emit(args: argparse.Namespace, payload: dict[str, Any]) -> int:
         lines.append(f"note: {s['left_out_problems']} problems were listed without an engine "
                      "whose step hung in a listing (see the rows' tune_notes)")
     emit(args, payload, "\n".join(lines))
+    if getattr(args, "report", None):
+        from ..htmlreport import report_for_bench
+        report_for_bench(args.report, payload)
     return 0
