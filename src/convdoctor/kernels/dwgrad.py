@@ -9,30 +9,32 @@ KH*KW taps. On an H100, ConvNeXt-tiny's 7x7 layer of 64x96x56x56 fp32 reads 154 
 
 The work. A program owns BLOCK_C channels x BLOCK_P output columns (a column block) and a chunk of
 row tiles; a row tile is TH consecutive output rows of one sample, TH the largest divisor of OH up
-to the configuration's `h`, so no tile holds a row past the plane. Its tensors are
-[SP, BLOCK_C, BLOCK_P]: SP (KW rounded up to a power of two) tap columns per channel and output
-column, all in one thread's registers. It keeps KH fp32 accumulators, one per tap row, over its
-whole chunk (a tuple unrolled at compile time). For a tile it walks the (TH-1)*SH + KH input rows
-the tile reads, once each: input row j is one gather of its KW column-shifted views (the lines
-come into L1 once, the other views hit), and for every tile row t and tap row r with t*SH + r == j
-(decided at compile time) it adds dy row t times the views into accumulator r. A dy row is loaded
-once per tile, before its first use. So each loaded x element feeds up to ceil(KH/SH) taps from
-registers and each dy element all KH*KW: loads per dy element are ((TH-1)*SH + KH)*KW/TH + 1 (13.25
-for 7x7, stride 1, TH = 8) instead of KH*KW + 1 (50), and what remains is the KH*KW fp32 FMAs per
-dy element. A sample's sizes and strides are compile-time constants, so every tap's address is a
-per-lane base plus a constant (the loads carry it as an immediate) and a tile of a 7x7 fp32 layer
-compiles (Triton 3.9, sm_90) to 392 FFMA and 106 loads among 632 instructions per thread for 8
-dy elements. Lanes past KW are neither loaded nor multiplied: their mask and `acc + -0.0` fold at
-compile time.
+to the configuration's `h`, so no tile holds a row past the plane. It keeps KH fp32 accumulators,
+one per tap row, in registers over its whole chunk (a tuple unrolled at compile time), each
+[Q, SP]: a lane q per channel and input-column offset u = SW*column + e (e < SW), and SP registers
+per lane, one per tap column SW*t + e (t < SP, SP the power of two >= ceil(KW / SW)). For a tile
+the program walks the (TH-1)*SH + KH input rows the tile reads, once each: input row j is one
+gather of the row's column-shifted views (the lines come into L1 once, the other views hit), and
+for every tile row t and tap row r with t*SH + r == j (decided at compile time) it adds dy row t
+times the views into accumulator r. A dy row is loaded once per tile, before its first use. So each
+loaded x element feeds up to ceil(KH/SH) taps from registers and each dy element all KH*KW: loads
+per dy element are ((TH-1)*SH + KH)*KW/TH + 1 (13.25 for 7x7, stride 1, TH = 8) instead of
+KH*KW + 1 (50), and what remains is the KH*KW fp32 FMAs per dy element. A sample's sizes and
+strides are compile-time constants, so every tap's address is a per-lane base plus a constant (the
+loads carry it as an immediate): a tile of 8 rows of a 7x7 fp32 layer compiles (sm_90, Triton 3.6
+and 3.9) to a loop of 632 instructions per thread, 392 of them FFMA and 106 loads, for 8 dy
+elements. With stride 1 the registers past KW are neither loaded nor multiplied (their mask and
+`acc + -0.0` fold at compile time); with stride 2 a lane's parity e decides its taps at run time
+and the ones past KW multiply zeros that are never stored.
 
 Masks and padding: input rows of padding, and columns outside the image or past the output width,
 are masked (read as zero); in a whole-plane tile (TH == OH) every row's validity is static and
 padding rows are skipped outright, loads and FMAs. Tensors are addressed by their strides (NCHW,
-channels-last or any dense layout; Triton specialises unit strides). Triton lays lanes along the
-contiguous dimension: output columns in NCHW (BLOCK_P covers the row, several channels per program
-on narrow planes), channels in channels-last; the tap-column axis holds its lanes in the order
-s ^ (SP // 2), which hides its contiguity from that choice so that no warp splits it (a split
-would move every dy row through shared memory).
+channels-last or any dense layout; Triton specialises unit strides). Lane q runs channels fastest
+where they are contiguous (channels-last), else input columns, so a gather reads consecutive
+addresses along q, and Triton (which spreads the most contiguous axis over lanes and warps) puts q
+there, never the taps: their registers hold tap columns in the order t ^ (SP // 2), which hides
+the taps' own contiguity (a tap axis across warps would move every dy row through shared memory).
 
 The reduction: at the end of its chunk a program sums each accumulator over its columns and
 writes fp32 partial sums [S, KH*KW, C] (S = chunks x column blocks); a second kernel adds the S
@@ -247,40 +249,49 @@ def _kernel() -> Any:
                   y_c: tl.constexpr, y_h: tl.constexpr, y_w: tl.constexpr,
                   KH: tl.constexpr, KW: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
                   TH: tl.constexpr, SP: tl.constexpr, BLOCK_C: tl.constexpr,
-                  BLOCK_P: tl.constexpr, WIDE: tl.constexpr):
+                  BLOCK_P: tl.constexpr, CFAST: tl.constexpr, WIDE: tl.constexpr):
         # x, dy: the layer's input and output gradient; out: fp32 partials [S, KH*KW, C] or dw.
         # A sample's sizes and strides are compile-time constants, so every tap of a tile is
         # one per-lane base address plus a constant; the batch (TILES, CHUNK, x_n, y_n) and the
         # output's strides are run time. Offsets inside a sample are 32-bit unless WIDE.
-        # Tensors are [SP, BLOCK_C, BLOCK_P]: tap column s (padded to SP), channel, output column.
+        # Tensors are [Q, SP]: lane q is (channel, u) with u = SW*column + e, channels fastest
+        # when CFAST (channels-last) else u; register s holds tap column SW*t(s) + e, where
+        # t(s) = s ^ (SP // 2) for s < SP. So a lane's gather runs over consecutive addresses
+        # along q in either layout and stride, and q, never the taps, is what Triton spreads
+        # over lanes and warps (the permutation hides the taps' own contiguity).
         NX: tl.constexpr = (TH - 1) * SH + KH      # input rows one tile reads
         WHOLE: tl.constexpr = TH == OH             # one tile per sample: row validity is static
         WB: tl.constexpr = (OW + BLOCK_P - 1) // BLOCK_P
+        U: tl.constexpr = SW * BLOCK_P
         pid = tl.program_id(0)
         pid_s = tl.program_id(1)
         wb = pid % WB
-        # lane s holds tap column s ^ (SP // 2): a permutation that hides the lanes' contiguity
-        # from Triton's layout choice, so warps split channels and columns, never the taps
-        offs_s = tl.arange(0, SP) ^ (SP // 2)
-        offs_c = (pid // WB) * BLOCK_C + tl.arange(0, BLOCK_C)
-        ow = wb * BLOCK_P + tl.arange(0, BLOCK_P)
+        q = tl.arange(0, BLOCK_C * U)
+        if CFAST:
+            cq = q % BLOCK_C
+            u = q // BLOCK_C
+        else:
+            cq = q // U
+            u = q % U
+        offs_c = (pid // WB) * BLOCK_C + cq
+        col = wb * BLOCK_P + u // SW
         if WIDE:
             offs_c = offs_c.to(tl.int64)
-            ow = ow.to(tl.int64)
-        c2 = offs_c[:, None]
-        y_off = c2 * y_c + (ow * y_w)[None, :]
-        y_m = (c2 < C) & (ow < OW)[None, :]
+            col = col.to(tl.int64)
+        qm = (offs_c < C) & (col < OW)
+        y_off = offs_c * y_c + col * y_w
         # the KW column-shifted views of an input row as one gather: offsets and masks, the same
         # for every row
-        s3 = offs_s[:, None, None]
-        iw = ow[None, None, :] * SW + s3 - PW
-        x_off = c2[None, :, :] * x_c + iw * x_w
-        # lanes past KW: no load and no FMA (`acc + -0.0` is `acc`: the compiler drops them)
-        s_ok = s3 < KW
-        x_m = s_ok & y_m[None, :, :] & (iw >= 0) & (iw < W)
+        ts = SW * (tl.arange(0, SP) ^ (SP // 2))
+        tap = ts[None, :] + (u % SW)[:, None]
+        # = SW*col - PW + tap, written so that its contiguity along q is plain to see
+        iw = (wb * U + u - PW)[:, None] + ts[None, :]
+        tap_ok = tap < KW
+        x_off = (offs_c * x_c)[:, None] + iw * x_w
+        x_m = qm[:, None] & tap_ok & (iw >= 0) & (iw < W)
         acc = ()
         for _r in tl.static_range(KH):
-            acc = acc + (tl.zeros((SP, BLOCK_C, BLOCK_P), dtype=tl.float32),)
+            acc = acc + (tl.zeros((BLOCK_C * U, SP), dtype=tl.float32),)
         start = pid_s * CHUNK
         for tile in range(start, tl.minimum(start + CHUNK, TILES)):
             n = tl.cast(tile // (OH // TH), tl.int64)
@@ -292,8 +303,8 @@ def _kernel() -> Any:
             dys = ()
             for j in tl.static_range(NX):
                 if j % SH == 0 and j // SH < TH:   # tile row j // SH: first met at input row j
-                    dys = dys + (tl.load(yb + (j // SH) * y_h + y_off, mask=y_m,
-                                         other=0.0).to(tl.float32)[None, :, :],)
+                    dys = dys + (tl.load(yb + (j // SH) * y_h + y_off, mask=qm,
+                                         other=0.0).to(tl.float32)[:, None],)
                 if not WHOLE or (j - PH >= 0 and j - PH < H):
                     ih = oh0 * SH + (j - PH)
                     if WHOLE:
@@ -306,15 +317,33 @@ def _kernel() -> Any:
                     for r in tl.static_range(KH):
                         # tap row r meets input row j in tile row (j - r) / SH
                         if j - r >= 0 and (j - r) % SH == 0 and (j - r) // SH < TH:
-                            new = new + (acc[r] + tl.where(s_ok, dys[(j - r) // SH] * xv, -0.0),)
+                            d = dys[(j - r) // SH]
+                            if SW == 1:
+                                # a tap past KW is a register index: `+ -0.0` folds away
+                                new = new + (acc[r] + tl.where(tap_ok, d * xv, -0.0),)
+                            else:
+                                # past KW the view is masked (zero); never stored
+                                new = new + (acc[r] + d * xv,)
                         else:
                             new = new + (acc[r],)
                     acc = new
-        o = (out + (pid_s * WB + wb) * o_split + offs_s[:, None] * o_s
-             + offs_c[None, :] * o_c)
-        om = (offs_s[:, None] < KW) & (offs_c[None, :] < C)
+        # sum each accumulator over its columns, per channel, tap parity and register
+        es = tl.arange(0, SW)
+        cs = (pid // WB) * BLOCK_C + tl.arange(0, BLOCK_C)
+        if CFAST:   # q = (column * SW + e) * BLOCK_C + channel
+            ot = ts[None, None, :] + es[:, None, None]
+            oc = cs[None, :, None]
+        else:       # q = (channel * BLOCK_P + column) * SW + e
+            ot = ts[None, None, :] + es[None, :, None]
+            oc = cs[:, None, None]
+        o = out + (pid_s * WB + wb) * o_split + ot * o_s + oc * o_c
+        om = (ot < KW) & (oc < C)
         for r in tl.static_range(KH):
-            tl.store(o + r * o_r, tl.sum(acc[r], axis=2).to(out.dtype.element_ty), mask=om)
+            if CFAST:
+                v = tl.sum(tl.reshape(acc[r], (BLOCK_P, SW, BLOCK_C, SP)), axis=0)
+            else:
+                v = tl.sum(tl.reshape(acc[r], (BLOCK_C, BLOCK_P, SW, SP)), axis=1)
+            tl.store(o + r * o_r, v.to(out.dtype.element_ty), mask=om)
 
     return dg_kernel
 
@@ -417,8 +446,9 @@ def run(x: Any, dy: Any, dw: Any, *, stride: Sequence[int], pad_pre: Sequence[in
     with _on_device(x):
         _kernel()[(p.cblocks * p.wblocks, p.split)](
             x, dy, target, xs[0], ys[0], o_split, o_c, o_r, o_s, p.tiles, p.chunk, **sizes,
-            TH=p.rows, SP=_pow2_at_least(kw), BLOCK_C=cfg.block_c, BLOCK_P=cfg.block_p,
-            WIDE=bool(wide), num_warps=cfg.warps, **regs)
+            TH=p.rows, SP=_pow2_at_least(-(-kw // sw)), BLOCK_C=cfg.block_c,
+            BLOCK_P=cfg.block_p, CFAST=bool(xs[1] < xs[3]), WIDE=bool(wide), num_warps=cfg.warps,
+            **regs)
         if p.partials > 1:
             _sum_kernel()[(-(-taps * c // _SUM_BLOCK),)](
                 target, dw, p.partials, c, ws[0], ws[2], ws[3], TAPS=taps, KW=kw,
