@@ -139,30 +139,27 @@ def _pow2_at_least(v: int) -> int:
 
 def configs_for(layout: str, ow: int, oh: int, taps: int) -> tuple[str, ...]:
     """The configurations offered for a problem of `layout` ("nchw" or "nhwc") with output rows of
-    `ow` columns, `oh` rows and `taps` = KH*KW. Every one gives each thread one channel-column:
-    NCHW lanes along the row (BLOCK_P its power of two, at most 128; channels fill the program),
-    channels-last 32 (or 16) channels across the lanes. Then: rows per tile 8, or 16 where the
-    plane is taller than 8; 2-warp programs (more of them per SM); and, for kernels above 5x5 (a
-    thread holds KH*SP accumulators), a 128-register cap with 8 programs per SM wanted, else 16
-    programs per SM wanted (small kernels leave room for more)."""
+    `ow` columns, `oh` rows and `taps` = KH*KW. Every one gives each thread one lane: NCHW lanes
+    along the row (BLOCK_P its power of two, at most 128; channels fill the program), 2-warp
+    programs too; channels-last 32 channels across the lanes and 4 columns, or 16 x 8 and 8 x 16
+    (wider column blocks re-read fewer halo columns). Rows per tile 8, and 16 where the plane is
+    taller than 8. For kernels above 5x5 (a thread holds KH*SP accumulators) a 128-register cap
+    with 8 programs per SM wanted, else 16 programs per SM wanted (small kernels leave room)."""
     if layout == "nhwc":
-        def base(h: int, warps: int = 4) -> str:
-            return f"c32p{warps}h{h}w{warps}"
-        alt = "c16p8h8w4"
+        def base(h: int) -> str:
+            return f"c32p4h{h}w4"
+        others = ["c16p8h8w4", "c8p16h8w4"]
     else:
         bp = min(128, _pow2_at_least(max(1, ow)))
 
-        def base(h: int, warps: int = 4) -> str:
-            return f"c{max(1, 32 * warps // bp)}p{bp}h{h}w{warps}"
-        alt = ""
+        def base(h: int) -> str:
+            return f"c{max(1, 128 // bp)}p{bp}h{h}w4"
+        others = [f"c{max(1, 64 // bp)}p{bp}h8w2v12"]
     out = [base(8)]
     if oh > 8:
         out.append(base(16))
     out.append(base(8) + ("n128v8" if taps > 25 else "v16"))
-    out.append(base(8, 2) + "v12")
-    if alt:
-        out.append(alt)
-    return tuple(dict.fromkeys(out))
+    return tuple(dict.fromkeys(out + others))
 
 
 def eligible(direction: str, ndim: int, c: int, k: int, groups: int, kernel: Sequence[int],
