@@ -218,6 +218,38 @@ def test_64_bit_offsets_and_a_strided_dw(interpreter, monkeypatch) -> None:
         torch.testing.assert_close(out.double(), ref, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.parametrize("case", [1, 3, 4])
+def test_non_finite_inputs_reach_no_tap_outside_their_own(interpreter, case: int,
+                                                         monkeypatch) -> None:
+    """An Inf in x makes exactly PyTorch's float64 non-finite taps non-finite (no product of a
+    lane past the plane, a row past it or a tap past KW reaches a stored tap). A NaN in dy makes
+    a subset of PyTorch's non-finite taps non-finite (rows of padding in whole-plane tiles are
+    skipped, not multiplied), never none; the finite taps keep their values."""
+    monkeypatch.setattr(dg, "MIN_TILES", 1)
+    shape, kernel, st, pp, po, cfg = CASES[case]
+    nd = len(kernel)
+    conv = {1: F.conv1d, 2: F.conv2d}[nd]
+    for where in ("x", "dy"):
+        x, dy, _ = _data(shape, kernel, st, pp, po)
+        if where == "x":
+            x[(0, 0) + tuple(n - 1 for n in shape[2:])] = float("inf")   # the last position
+        else:
+            dy[(1, 1) + (0,) * (dy.dim() - 2)] = float("nan")
+        xp = F.pad(x.double(), [v for i in reversed(range(nd)) for v in (pp[i], po[i])])
+        w = torch.zeros(shape[1], 1, *kernel, dtype=torch.float64, requires_grad=True)
+        (ref,) = torch.autograd.grad(conv(xp, w, stride=st, groups=shape[1]), w, dy.double())
+        out = dg.run(x, dy, torch.full(ref.shape, 0.5), stride=st, pad_pre=pp,
+                     dilation=(1,) * nd, config=cfg, sms=64)
+        fin, got = torch.isfinite(ref), torch.isfinite(out)
+        assert 0 < int(fin.sum()) < fin.numel()
+        if where == "x":
+            assert torch.equal(got, fin)
+        else:
+            assert bool((got | ~fin).all()) and not bool(got.all())
+        torch.testing.assert_close(out.double()[got & fin], ref[got & fin], atol=1e-4,
+                                   rtol=1e-4)
+
+
 def test_bad_tensors_are_refused(interpreter) -> None:
     x = torch.randn(2, 3, 8, 8)
     dy = torch.randn(2, 3, 6, 6)

@@ -29,7 +29,11 @@ and the ones past KW multiply zeros that are never stored.
 
 Masks and padding: input rows of padding, and columns outside the image or past the output width,
 are masked (read as zero); in a whole-plane tile (TH == OH) every row's validity is static and
-padding rows are skipped outright, loads and FMAs. Tensors are addressed by their strides (NCHW,
+padding rows are skipped outright, loads and FMAs. Tiles hold no row past the plane and lanes
+past the output width load neither x nor dy, so no product outside the definition reaches a
+stored tap: a non-finite x makes exactly the taps non-finite that it does in PyTorch's sum. A
+non-finite dy does too, except for taps that read it only against rows of padding in a
+whole-plane tile (PyTorch multiplies those zeros, 0 * inf = nan; here they are skipped). Tensors are addressed by their strides (NCHW,
 channels-last or any dense layout; Triton specialises unit strides). Lane q runs channels fastest
 where they are contiguous (channels-last), else input columns, so a gather reads consecutive
 addresses along q, and Triton (which spreads the most contiguous axis over lanes and warps) puts q
@@ -139,10 +143,11 @@ def _pow2_at_least(v: int) -> int:
 
 def configs_for(layout: str, ow: int, oh: int, taps: int) -> tuple[str, ...]:
     """The configurations offered for a problem of `layout` ("nchw" or "nhwc") with output rows of
-    `ow` columns, `oh` rows and `taps` = KH*KW. Every one gives each thread one lane: NCHW lanes
-    along the row (BLOCK_P its power of two, at most 128; channels fill the program), 2-warp
-    programs too; channels-last 32 channels across the lanes and 4 columns, or 16 x 8 and 8 x 16
-    (wider column blocks re-read fewer halo columns). Rows per tile 8, and 16 where the plane is
+    `ow` columns, `oh` rows and `taps` = KH*KW. Every one gives each thread one lane per column
+    parity (one with stride 1, two with stride 2): NCHW lanes along the row (BLOCK_P its power of
+    two, at most 128; channels fill the program), 2-warp programs too; channels-last 32 channels
+    across the lanes and 4 columns, or 16 x 8 and 8 x 16 (wider column blocks re-read fewer halo
+    columns). Rows per tile 8, and 16 where the plane is
     taller than 8. For kernels above 5x5 (a thread holds KH*SP accumulators) a 128-register cap
     with 8 programs per SM wanted, else 16 programs per SM wanted (small kernels leave room)."""
     if layout == "nhwc":
