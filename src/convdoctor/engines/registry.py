@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..kernels import depthwise, fprop, smallc, wgrad
+from ..kernels import depthwise, dwgrad, fprop, smallc, wgrad
 from .base import Engine
 from .cpu import CPU
 from .cudnn import CUDNN
@@ -23,6 +23,7 @@ ENGINES: tuple[Engine, ...] = (
     GEMM,
     IM2COL,
     depthwise.ENGINE,
+    dwgrad.ENGINE,
     wgrad.ENGINE,
     smallc.ENGINE,
     fprop.ENGINE,
