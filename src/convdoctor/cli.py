@@ -29,7 +29,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("explain", "convdoctor.explain.cmd_explain", "name the root cause of a cuDNN/CUDA error message or log, with the fix"),
     ("run", "convdoctor.explain.cmd_run", "run a command; if it fails, explain why (exit code preserved)"),
     ("tune", "convdoctor.tune.cmd_tune", "find the fastest correct engine for each convolution and remember it"),
-    ("bench", "convdoctor.tune.cmd_bench", "benchmark a suite: PyTorch heuristics vs benchmark=True vs convdoctor"),
+    ("bench", "convdoctor.bench.command", "benchmark a suite: PyTorch heuristics vs benchmark=True vs convdoctor"),
     ("db", "convdoctor.db.cmd", "list, export, import and prune the tuning database"),
     ("optimize", "convdoctor.runtime.cmd", "run a model on tuned engines; print the plan and the measured speedup"),
 )

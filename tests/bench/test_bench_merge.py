@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_tune_bench_shard import _doc, _row
+from test_bench_shard import _doc, _row
 
+from convdoctor.bench.merge import provenance_lines
+from convdoctor.bench.resume import load_partial
 from convdoctor.cli import main
 from convdoctor.errors import UsageError
-from convdoctor.tune.bench_merge import provenance_lines
-from convdoctor.tune.cmd_bench import load_partial
 from convdoctor.tune.provenance import code_identity, code_label, same_code, source_hash
 
 H100 = {"gpu_name": "NVIDIA H100 80GB HBM3", "sm_count": "132", "compute_capability": "9.0",

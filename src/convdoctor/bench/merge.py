@@ -21,10 +21,27 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import UsageError
-from .provenance import code_label, same_code
+from ..tune.provenance import code_label, same_code
 
 # fields of a bench result that must agree for its rows to share one summary
 SAME_RUN_FIELDS = ("suite", "config", "direction", "backend")
+
+
+def load_result(path: str) -> Any:
+    """A bench result file's JSON; `FILE.json.gz` is read through gzip (the repository keeps old
+    sessions' raw results compressed: the working tree that travels to the device is capped)."""
+    from ..jsonfile import read_json
+
+    return read_json(path, what="bench result")
+
+
+def read_result(path: str) -> dict[str, Any]:
+    """A bench result with its rows (what `--referee-only` re-times); UsageError otherwise."""
+    doc = load_result(path)
+    if not isinstance(doc, dict) or doc.get("kind") != "bench" or not isinstance(
+            doc.get("rows"), list):
+        raise UsageError(f"{path} is not a bench result (written by `convdoctor bench --out`)")
+    return doc
 
 
 def validate(path: str, doc: Any) -> dict[str, Any]:
