@@ -276,8 +276,9 @@ def test_pytorch_paths_outside_the_tolerance_are_counted_and_named(
 def test_the_pytorch_arm_times_its_paths_outside_the_tolerance() -> None:
     from tune_fakes import SimBackend, SimCandidate, SimWorld
 
-    from convdoctor.bench.arms import pytorch_arm
+    from convdoctor.bench.arms import ArmSpec, pytorch_arm
     from convdoctor.problem import ConvProblem
+    from convdoctor.settings import Settings
 
     class Fresh(SimBackend):
         def __enter__(self) -> Fresh:
@@ -295,7 +296,8 @@ def test_the_pytorch_arm_times_its_paths_outside_the_tolerance() -> None:
         SimCandidate("torch:benchmark", 1e-4, wrong=True, wrong_err=2.09e-3, pinned=False)],
         noise_sigma=0.01, outlier_p=0.0)
     p = ConvProblem.parse("fprop n=1 c=4 h=8 w=8 k=4 r=3 s=3 pad=1")
-    out = pytorch_arm([p], "sim", 0.2, 10.0, Bar(), fresh=Fresh(w))[p.key()]
+    spec = ArmSpec("sim", 0.2, 10.0, Settings())
+    out = pytorch_arm([p], spec, Bar(), fresh=Fresh(w))[p.key()]
     assert out["benchmark_s"] == pytest.approx(1e-4, rel=0.1)
     assert out["heuristic_s"] == pytest.approx(2e-4, rel=0.1)
     assert out["outside_tolerance"] == {"torch:benchmark": 2.09e-3}
@@ -305,8 +307,10 @@ def test_the_referee_times_pytorch_paths_outside_the_tolerance(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
+    from convdoctor.bench.arms import ArmSpec
     from convdoctor.bench.referee import OUTSIDE_KEY, referee_arm
     from convdoctor.problem import ConvProblem
+    from convdoctor.settings import Settings
 
     class Bar:
         def update(self, n: int, text: str) -> None:
@@ -316,16 +320,16 @@ def test_the_referee_times_pytorch_paths_outside_the_tolerance(
     monkeypatch.setenv("PYTHONPATH", TUNE_TESTS + (os.pathsep + pp if pp else ""))
     p = ConvProblem.parse("fprop n=1 c=4 h=8 w=8 k=4 r=3 s=3 pad=1")
     keys = {p.key(): ["torch:heuristic", "torch:benchmark", "eng:x", "eng:bad", "eng:pick"]}
-    spec = "tune_fakes:make_outside_tolerance_backend"
-    out = referee_arm([p], keys, spec, 0.2, 30.0, Bar())
+    spec = ArmSpec("tune_fakes:make_outside_tolerance_backend", 0.2, 30.0, Settings())
+    out = referee_arm([p], keys, spec, Bar())
     # PyTorch's own paths are timed; a plan that misses the tolerance is not (it is no path of
     # PyTorch's: the tuner would have disqualified it)
     assert set(out[p.key()]) == {"torch:heuristic", "torch:benchmark", "eng:x"}
     assert out[p.key()]["torch:benchmark"] == pytest.approx(1e-4, rel=0.1)
     assert out[OUTSIDE_KEY] == {p.key(): {"torch:benchmark": 2.09e-3}}
     # benchmark=True's pick on the CPU is a candidate key: the bench names it per problem
-    out = referee_arm([p], keys, spec, 0.2, 30.0, Bar(),
-                       pytorch_for={p.key(): {"torch:heuristic", "eng:pick"}})
+    out = referee_arm([p], keys, spec, Bar(),
+                      pytorch_for={p.key(): {"torch:heuristic", "eng:pick"}})
     assert set(out[p.key()]) == {"torch:heuristic", "eng:x", "eng:pick"}
     assert out[OUTSIDE_KEY] == {p.key(): {"eng:pick": 2.2e-3}}
 

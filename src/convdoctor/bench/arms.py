@@ -12,17 +12,51 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ..engines.registry import TWIN_PREFIX, built_by_name
 from ..problem import ConvProblem
+from ..settings import Settings
 from ..tune.backend import Candidate, ClockReading
 from ..tune.result import TuneResult
 from .resume import ArmCheckpoint
 
-# The PyTorch and referee arms only time paths chosen elsewhere: no knob refinement there (it
-# would run cuDNN plans in those processes before PyTorch's paths are timed, and cost time).
-MEASURE_ONLY_ENV = {"CONVDOCTOR_CUDNN_REFINE": "0"}
+if TYPE_CHECKING:
+    from ..tune.worker import WorkerBackend
+
+
+def measure_only(settings: Settings) -> Settings:
+    """The settings of the PyTorch and referee arms: they only time paths chosen elsewhere, so no
+    knob refinement there (it would run cuDNN plans in those processes before PyTorch's paths are
+    timed, and cost time)."""
+    return settings.replace(cudnn_refine=False)
+
+
+def start_worker(backend: str, timeout_s: float, settings: Settings) -> WorkerBackend:
+    """A fresh worker process for one arm, running under `settings`."""
+    from ..tune.worker import WorkerBackend
+
+    return WorkerBackend(backend, timeout_s=timeout_s, settings=settings)
+
+
+@dataclass(frozen=True)
+class ArmSpec:
+    """How every arm of one bench runs: the backend spec, the sampling budget per problem, the
+    timeout per call into a worker process, and the settings the workers run under."""
+
+    backend: str
+    budget_s: float
+    timeout_s: float
+    settings: Settings
+
+    def tune_worker(self) -> WorkerBackend:
+        """A fresh worker process for a tuning arm."""
+        return start_worker(self.backend, self.timeout_s, self.settings)
+
+    def measure_worker(self) -> WorkerBackend:
+        """A fresh worker process for a PyTorch or referee arm (`measure_only` settings)."""
+        return start_worker(self.backend, self.timeout_s, measure_only(self.settings))
 
 
 class Restricted:
@@ -78,18 +112,17 @@ class Restricted:
         return self.inner.clock()
 
 
-def pytorch_arm(problems: list[ConvProblem], spec: str, budget: float, timeout: float,
-                bar: Any, fresh: Any = None, done: dict[str, Any] | None = None,
+def pytorch_arm(problems: list[ConvProblem], spec: ArmSpec, bar: Any, fresh: Any = None,
+                done: dict[str, Any] | None = None,
                 on_problem: ArmCheckpoint | None = None) -> dict[str, Any]:
-    """One fresh process: PyTorch's heuristic and benchmark=True choices, timed by the harness.
-    `done`: this arm's results restored from an interrupted run (those problems are skipped);
-    `on_problem` gets the arm's results so far after each problem."""
+    """One fresh process (`fresh`, or a new measure-only worker): PyTorch's heuristic and
+    benchmark=True choices, timed by the harness. `done`: this arm's results restored from an
+    interrupted run (those problems are skipped); `on_problem` gets the arm's results so far
+    after each problem."""
     from ..tune.harness import Harness, HarnessConfig, one_sample_select
-    from ..tune.worker import WorkerBackend
 
     out: dict[str, Any] = dict(done or {})
-    with fresh if fresh is not None else WorkerBackend(spec, timeout_s=timeout,
-                                                       env=MEASURE_ONLY_ENV) as be:
+    with fresh if fresh is not None else spec.measure_worker() as be:
         cpu = be.name == "cpu"
         env = be.environment()
         for p in problems:
@@ -106,7 +139,7 @@ def pytorch_arm(problems: list[ConvProblem], spec: str, budget: float, timeout: 
                 keys = {"torch:heuristic", "torch:benchmark"}
             select_s = time.monotonic() - t0
             # PyTorch's paths are timed even where they miss our tolerance (what users get)
-            cfg = HarnessConfig(budget_s=budget, keep_keys=tuple(keys),
+            cfg = HarnessConfig(budget_s=spec.budget_s, keep_keys=tuple(keys),
                                 time_outside_tolerance=tuple(keys))
             r = Harness(Restricted(be, keys), cfg).run(p, env)
             heur = r.stats_for("cpu:mkldnn-on" if cpu else "torch:heuristic")
@@ -127,23 +160,23 @@ def pytorch_arm(problems: list[ConvProblem], spec: str, budget: float, timeout: 
     return out
 
 
-def tune_arm(problems: list[ConvProblem], spec: str, budget: float, timeout: float,
-             bar: Any, done: dict[str, Any] | None = None,
+def tune_arm(problems: list[ConvProblem], spec: ArmSpec, bar: Any,
+             done: dict[str, Any] | None = None,
              on_problem: ArmCheckpoint | None = None) -> dict[str, Any]:
     """One fresh process tunes every problem (`done`, `on_problem`: as for `pytorch_arm`;
     `_process_s` adds up the processes an interrupted arm ran in)."""
     from ..tune.harness import tune_problem
-    from ..tune.worker import WorkerBackend
 
     out: dict[str, Any] = dict(done or {})
     before = float(out.get("_process_s") or 0.0)
-    with WorkerBackend(spec, timeout_s=timeout) as be:
+    with spec.tune_worker() as be:
         t_start = time.monotonic()
         for p in problems:
             if p.key() in out:
                 bar.update(1, "tune " + p.short() + " (resumed)")
                 continue
-            r = tune_problem(p, backend=be, db=None, budget_s=budget, progress=bar, reuse=False)
+            r = tune_problem(p, backend=be, db=None, budget_s=spec.budget_s, progress=bar,
+                             reuse=False)
             measured = {s.candidate.key: s.median_s for s in r.candidates
                         if s.status == "ok" and s.median_s}
             out[p.key()] = {"winner": r.winner.key if r.winner else None,

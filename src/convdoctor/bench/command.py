@@ -69,15 +69,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.merge:
         return _merge(args)
+    from ..settings import current
+
     if args.referee_only:
         from .rerun import referee_only
 
-        return referee_only(args)
+        return referee_only(args, current())
     if args.suite is None:
         raise UsageError("bench needs a SUITE (e.g. cnn-layers), or --merge FILE...")
     from .run import bench
 
-    return bench(args)
+    return bench(args, current())
 
 
 def _merge(args: argparse.Namespace) -> int:

@@ -24,15 +24,15 @@ from typing import Any
 from ..engines.registry import TWIN_PREFIX
 from ..problem import ConvProblem
 from ..tune.result import BASELINE_KEYS, CPU_BASELINE_KEYS
-from .arms import MEASURE_ONLY_ENV, Restricted, outside_tolerance
+from .arms import ArmSpec, Restricted, outside_tolerance
 from .resume import ArmCheckpoint
 
 PYTORCH_PATH_KEYS = BASELINE_KEYS + CPU_BASELINE_KEYS   # PyTorch's own paths (GPU, CPU)
 OUTSIDE_KEY = "_outside_tolerance"   # the referee's record of paths timed outside the tolerance
 
 
-def referee_arm(problems: list[ConvProblem], keys_for: dict[str, list[str]], spec: str,
-                budget: float, timeout: float, bar: Any, done: dict[str, Any] | None = None,
+def referee_arm(problems: list[ConvProblem], keys_for: dict[str, list[str]], spec: ArmSpec,
+                bar: Any, done: dict[str, Any] | None = None,
                 on_problem: ArmCheckpoint | None = None,
                 pytorch_for: dict[str, set[str]] | None = None) -> dict[str, dict[str, Any]]:
     """One more fresh process times every path chosen above side by side (round-robin, paired
@@ -41,11 +41,10 @@ def referee_arm(problems: list[ConvProblem], keys_for: dict[str, list[str]], spe
     default path and benchmark=True's picks), timed even where they miss our tolerance; what missed is
     kept under the reserved key OUTSIDE_KEY ({problem key: {key: error}})."""
     from ..tune.harness import Harness, HarnessConfig
-    from ..tune.worker import WorkerBackend
 
     # values: {key: seconds} per problem, and {problem key: {key: error}} under OUTSIDE_KEY
     out: dict[str, dict[str, Any]] = dict(done or {})
-    with WorkerBackend(spec, timeout_s=timeout, env=MEASURE_ONLY_ENV) as be:
+    with spec.measure_worker() as be:
         env = be.environment()
         for p in problems:
             if p.key() in out:
@@ -54,7 +53,8 @@ def referee_arm(problems: list[ConvProblem], keys_for: dict[str, list[str]], spe
             keys = set(keys_for.get(p.key(), []))
             # PyTorch's paths are timed even where they miss our tolerance (as in the PyTorch arms)
             relaxed = (pytorch_for or {}).get(p.key(), set(PYTORCH_PATH_KEYS)) & keys
-            cfg = HarnessConfig(budget_s=budget, keep_keys=tuple(keys), max_finalists=len(keys),
+            cfg = HarnessConfig(budget_s=spec.budget_s, keep_keys=tuple(keys),
+                                max_finalists=len(keys),
                                 time_outside_tolerance=tuple(sorted(relaxed)))
             r = Harness(Restricted(be, keys), cfg).run(p, env)
             out[p.key()] = {s.candidate.key: s.median_s for s in r.candidates

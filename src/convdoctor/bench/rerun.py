@@ -13,6 +13,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..problem import ConvProblem
+from ..settings import Settings
 from ..tune.provenance import code_identity
 from . import arms, referee
 from .merge import read_result
@@ -25,7 +26,9 @@ KEPT_SUMMARY_FIELDS = ("wall_s", "wall_s_this_process", "resumed_arms", "resumed
                        "tuning_s_total_per_run", "arm_wall_s")
 
 
-def referee_only(args: argparse.Namespace) -> int:
+def referee_only(args: argparse.Namespace, settings: Settings) -> int:
+    """`bench --referee-only FILE` (see the module docstring); `settings`: what the referee
+    processes run under."""
     path = args.referee_only
     doc = read_result(path)
     if args.referees < 1:
@@ -40,7 +43,8 @@ def referee_only(args: argparse.Namespace) -> int:
     budget = args.budget if args.budget is not None else doc.get("budget_s")
     if not isinstance(budget, (int, float)) or budget <= 0:
         raise UsageError(f"{path} records no sampling budget: pass --budget S")
-    env = _same_stack(path, doc, backend, args.timeout)
+    spec = arms.ArmSpec(backend, float(budget), args.timeout, settings)
+    env = _same_stack(path, doc, spec)
     code = code_identity()
     # --resume: FILE.partial holds the finished referee processes and the finished problems of
     # the one that stopped (session 27: the fp16 wgrad pass's third process was cut by a call's
@@ -70,8 +74,8 @@ def referee_only(args: argparse.Namespace) -> int:
                   lines=log_lines) as bar:
         run_arms("referee", refs, args.referees, resume, walls,
                  lambda i, prior, save: referee.referee_arm(
-                     problems, keys_for, backend, float(budget), args.timeout, bar, done=prior,
-                     on_problem=save, pytorch_for=pytorch_for))
+                     problems, keys_for, spec, bar, done=prior, on_problem=save,
+                     pytorch_for=pytorch_for))
     new_rows = [_row(r, p, refs, heur_key, cpu) for r, p in zip(rows, problems, strict=True)]
     first = doc.get("summary") or {}
     summary = summarize(new_rows)
@@ -105,11 +109,9 @@ def _choices(path: str, rows: list[Any], heur_key: str, cpu: bool
     return problems, keys_for, pytorch_for
 
 
-def _same_stack(path: str, doc: dict[str, Any], backend: str, timeout: float) -> dict[str, str]:
+def _same_stack(path: str, doc: dict[str, Any], spec: arms.ArmSpec) -> dict[str, str]:
     """This machine's environment record; UsageError when it differs from FILE's."""
-    from ..tune.worker import WorkerBackend
-
-    be = WorkerBackend(backend, timeout_s=timeout, env=arms.MEASURE_ONLY_ENV)
+    be = spec.measure_worker()
     try:
         env = be.environment()
     finally:

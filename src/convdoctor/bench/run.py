@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..problem import ConvProblem
+from ..settings import Settings
 from ..tune.provenance import code_identity
 from . import arms, referee
 from .report import emit
@@ -42,10 +43,17 @@ class Plan:
     suite: Suite
     entries: list[SuiteEntry]
     problems: list[ConvProblem]
-    backend: str
     env: dict[str, str]
     batch: int | None
-    budget: float
+    spec: arms.ArmSpec   # the backend the first worker named, the budget, the settings
+
+    @property
+    def backend(self) -> str:
+        return self.spec.backend
+
+    @property
+    def budget(self) -> float:
+        return self.spec.budget_s
 
     @property
     def cpu(self) -> bool:
@@ -67,18 +75,17 @@ class Runs:
     wall_before: float = 0.0
 
 
-def bench(args: argparse.Namespace) -> int:
+def bench(args: argparse.Namespace, settings: Settings) -> int:
+    """A suite run (see the module docstring); `settings`: what the worker processes run under."""
     suite = load_suite(args.suite)
     shard = parse_shard(args.shard)
     if args.pytorch_runs < 1 or args.tune_runs < 1 or args.referees < 1:
         raise UsageError("--pytorch-runs, --tune-runs and --referees must be >= 1")
     partial = partial_path(args.out, args.resume)
-    from ..tune.worker import WorkerBackend
-
     # The first worker tells us the backend; it then serves (still fresh) as the first PyTorch arm.
-    first = WorkerBackend(args.backend, timeout_s=args.timeout, env=arms.MEASURE_ONLY_ENV)
+    first = arms.start_worker(args.backend, args.timeout, arms.measure_only(settings))
     try:
-        plan = _plan(args, suite, shard, first.name, first.environment())
+        plan = _plan(args, suite, shard, first.name, first.environment(), settings)
         # the code that measures, taken before anything runs; its source hash is part of the
         # run's signature, so a stopped run is never resumed by other code (session 24 had to
         # remember not to resume a shard of code it had changed since)
@@ -128,7 +135,7 @@ def bench(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace, suite: Suite, shard: tuple[int, int] | None,
-          backend: str, env: dict[str, str]) -> Plan:
+          backend: str, env: dict[str, str], settings: Settings) -> Plan:
     """The problems to run (--limit spread, --match, --shard) and the backend's defaults."""
     dtype, layout, math_mode = CONFIGS[args.config]
     cpu = backend == "cpu"
@@ -145,7 +152,8 @@ def _plan(args: argparse.Namespace, suite: Suite, shard: tuple[int, int] | None,
         raise UsageError(f"shard {args.shard} of {suite.name} has no problems")
     problems = [e.problem(direction=args.direction, dtype=dtype, layout=layout, math=math_mode,
                           batch=batch) for e in entries]
-    return Plan(suite, entries, problems, backend, env, batch, budget)
+    return Plan(suite, entries, problems, env, batch,
+                arms.ArmSpec(backend, budget, args.timeout, settings))
 
 
 def _restore(args: argparse.Namespace, partial: str | None, sig: dict[str, Any]) -> Runs:
@@ -171,7 +179,7 @@ def _run_arms(args: argparse.Namespace, plan: Plan, runs: Runs, resume: ArmResum
     """The PyTorch arms (the first in `first`), the tuning arms, then the referees."""
     from ..progress import Progress
 
-    problems, spec, budget = plan.problems, plan.backend, plan.budget
+    problems, spec = plan.problems, plan.spec
     total = len(problems) * (left_arms + args.referees - len(runs.referee))
     # --json --out (batch jobs): a plain line per step on stderr, so a log shows how far a
     # run that was stopped got; --json alone keeps stderr quiet
@@ -181,11 +189,11 @@ def _run_arms(args: argparse.Namespace, plan: Plan, runs: Runs, resume: ArmResum
                   lines=log_lines) as bar:
         run_arms("pytorch", runs.torch, args.pytorch_runs, resume, runs.arm_s["pytorch"],
                  lambda i, prior, save: arms.pytorch_arm(
-                     problems, spec, budget, args.timeout, bar,
-                     fresh=first if i == 0 else None, done=prior, on_problem=save))
+                     problems, spec, bar, fresh=first if i == 0 else None, done=prior,
+                     on_problem=save))
         run_arms("tune", runs.tune, args.tune_runs, resume, runs.arm_s["tune"],
                  lambda i, prior, save: arms.tune_arm(
-                     problems, spec, budget, args.timeout, bar, done=prior, on_problem=save))
+                     problems, spec, bar, done=prior, on_problem=save))
         heur_key = referee.heuristic_key(plan.cpu)
         keys_for: dict[str, list[str]] = {}
         pytorch_for: dict[str, set[str]] = {}
@@ -196,5 +204,5 @@ def _run_arms(args: argparse.Namespace, plan: Plan, runs: Runs, resume: ArmResum
                 [r[k]["winner"] for r in runs.tune], plan.cpu)
         run_arms("referee", runs.referee, args.referees, resume, runs.arm_s["referee"],
                  lambda i, prior, save: referee.referee_arm(
-                     problems, keys_for, spec, budget, args.timeout, bar, done=prior,
-                     on_problem=save, pytorch_for=pytorch_for))
+                     problems, keys_for, spec, bar, done=prior, on_problem=save,
+                     pytorch_for=pytorch_for))
