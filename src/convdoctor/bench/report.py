@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 from ..errors import UsageError
@@ -40,12 +41,31 @@ def _f(x: Any, pat: str = "{:.3f}") -> str:
     return "-" if x is None else pat.format(x)
 
 
+def fmt_ratio(x: float | None, digits: int = 2) -> str:
+    """A speed ratio as "0.78x", with `digits` decimals and more where fewer would round a ratio
+    other than 1 onto 1: 0.9964 reads 0.996x and 1.0004 reads 1.0004x, so a loss never reads as
+    a tie (1.00x is a tie: the same path, or times equal to 6 decimals)."""
+    if x is None or not math.isfinite(x):
+        return "-"
+    for d in range(digits, 7):
+        text = f"{x:.{d}f}"
+        if x == 1.0 or float(text) != 1.0:
+            return text + "x"
+    # within 5e-7 of 1: the last decimal rounded away from 1, to the side the ratio lies on
+    return f"{(math.floor if x < 1.0 else math.ceil)(x * 1e6) / 1e6:.6f}x"
+
+
+# a row more than 2% slower than the faster PyTorch path counts as slower (`summarize`)
+SLOWER = 1.0 / 1.02
+
+
 def human(payload: dict[str, Any]) -> str:
     """The human report of a bench result."""
     rows, s = payload["rows"], payload["summary"]
     hl, bl = labels(payload["backend"] == "cpu")
     lines = [_headline(payload), "", _table(rows, hl, bl), "", *_summary_lines(s, hl, bl)]
     lines += _run_notes(rows, s, bl)
+    lines += split_lines(rows, payload["backend"] == "cpu")
     lines += slower_lines(rows)
     lines += disagreement_lines(rows)
     lines += provenance_lines(payload)
@@ -68,11 +88,12 @@ def _headline(payload: dict[str, Any]) -> str:
 
 def _table(rows: list[dict[str, Any]], hl: str, bl: str) -> str:
     trows = []
+    split = {id(r) for r in rows if split_row(r) is not None}
     for r in rows:
-        sp = r["speedup_vs_best"]
         st = r["stability"]
         trows.append([r["problem"], fmt_time(r["heuristic_s"]), fmt_time(r["benchmark_s"]),
-                      fmt_time(r["tuned_s"]), "-" if sp is None else f"{sp:.2f}x",
+                      fmt_time(r["tuned_s"]),
+                      fmt_ratio(r["speedup_vs_best"]) + ("*" if id(r) in split else ""),
                       "-" if st is None else f"{st * 100:.1f}%", (r["winners"][0] or "-")])
     return table(trows, ["problem", hl, bl, "convdoctor", "vs best PyTorch", "run-to-run",
                          "chosen"])
@@ -82,15 +103,15 @@ def _summary_lines(s: dict[str, Any], hl: str, bl: str) -> list[str]:
     f = _f
     return [
         # 4 decimals: session 16's fp32 pass read 1.080x against the 1.08 target at 1.0799
-        f"geomean speedup: {f(s['geomean_speedup_vs_benchmark'], '{:.4f}')}x vs {bl}, "
-        f"{f(s['geomean_speedup_vs_heuristic'])}x vs {hl}, "
-        f"{f(s['geomean_speedup_vs_best_pytorch'])}x vs the faster of the two",
+        f"geomean speedup: {fmt_ratio(s['geomean_speedup_vs_benchmark'], 4)} vs {bl}, "
+        f"{fmt_ratio(s['geomean_speedup_vs_heuristic'], 3)} vs {hl}, "
+        f"{fmt_ratio(s['geomean_speedup_vs_best_pytorch'], 3)} vs the faster of the two",
         f"problems >= 1.10x vs {bl}: {f(s['share_at_1_10x_vs_benchmark'], '{:.0%}')} "
         f"(vs the faster of the two: "
         f"{f(s.get('share_at_1_10x_vs_best_pytorch'), '{:.0%}')}); "
         f"slower than the best PyTorch path by > 2%: "
         f"{s['slower_than_best_pytorch_by_2pct']} (worst "
-        f"{f(s['worst_vs_best_pytorch'])}x)",
+        f"{fmt_ratio(s['worst_vs_best_pytorch'], 3)})",
         f"stability: convdoctor runs within 3% on {f(s['stable_within_3pct'], '{:.0%}')}; "
         f"{bl} runs differ by > 5% on {f(s['benchmark_runs_disagree_over_5pct'], '{:.0%}')}; "
         f"{hl} timed > 5% apart between processes on "
@@ -130,7 +151,7 @@ def _referee_only_line(payload: dict[str, Any], bl: str) -> list[str]:
         f"referee only: the choices of {ro.get('from')} re-timed by {ro.get('referees')} fresh "
         f"referee processes (code {code.get('commit') or '?'}, source "
         f"{code.get('source') or '?'}; {ro.get('wall_s', 0.0):.1f} s); its own referee had read "
-        f"{f(fs.get('geomean_speedup_vs_benchmark'), '{:.4f}')}x vs {bl}, "
+        f"{fmt_ratio(fs.get('geomean_speedup_vs_benchmark'), 4)} vs {bl}, "
         f"{f(fs.get('share_at_1_10x_vs_benchmark'), '{:.0%}')} >= 1.10x, "
         f"{fs.get('slower_than_best_pytorch_by_2pct', '-')} rows > 2% slower"]
 
@@ -178,6 +199,47 @@ def disagreement_lines(rows: list[dict[str, Any]], limit: float = 0.03) -> list[
     return out
 
 
+def split_row(r: dict[str, Any]) -> dict[str, Any] | None:
+    """Where a row's ratio vs the faster PyTorch path reads no loss (`speedup_vs_best`, the median
+    of the referee processes' own ratios) while a referee process, or the row's median times
+    (per path, over the processes), read a loss of more than 2% that also lies more than 2% below
+    the row's ratio: {"per": each process's own ratio, "times": the median times' ratio}; None
+    when they agree."""
+    vb = r.get("speedup_vs_best")
+    if vb is None or vb < SLOWER:
+        return None
+    per = [min(x) for x in ([v for v in (q.get("vs_heuristic"), q.get("vs_benchmark")) if v]
+                            for q in r.get("referee_ratios") or []) if x]
+    pytorch = [x for x in (r.get("heuristic_s"), r.get("benchmark_s")) if x]
+    t = r.get("tuned_s")
+    times = min(pytorch) / t if pytorch and t else None
+    below = min(SLOWER, vb / 1.02)
+    if any(x < below for x in per) or (times is not None and times < below):
+        return {"per": per, "times": times}
+    return None
+
+
+def split_lines(rows: list[dict[str, Any]], cpu: bool) -> list[str]:
+    """One line per row marked * in the table (`split_row`): the loss a referee process or the
+    median times read stays on the page beside the median the row shows."""
+    hl, bl = labels(cpu)
+    out: list[str] = []
+    for r in rows:
+        sp = split_row(r)
+        if sp is None:
+            continue
+        faster = min(((r.get("heuristic_s"), hl), (r.get("benchmark_s"), bl)),
+                     key=lambda tl: math.inf if not tl[0] else tl[0])
+        line = (f"* {r['problem']}: {fmt_ratio(r['speedup_vs_best'])} vs the faster PyTorch path "
+                f"is the median of {len(sp['per'])} referee processes' own ratios ("
+                + ", ".join(fmt_ratio(x) for x in sp["per"]) + ")")
+        if sp["times"] is not None and sp["times"] < SLOWER:
+            line += (f"; the row's median times read {fmt_ratio(sp['times'])} ({faster[1]} "
+                     f"{fmt_time(faster[0])}, convdoctor {fmt_time(r.get('tuned_s'))})")
+        out.append(line)
+    return out
+
+
 def slower_lines(rows: list[dict[str, Any]], limit: float = 0.02) -> list[str]:
     """One line per row slower than the faster PyTorch path by more than `limit`: per tuning run,
     the winner's and PyTorch's faster path's medians inside that run (`tune_candidates`). Whether
@@ -205,7 +267,7 @@ def slower_lines(rows: list[dict[str, Any]], limit: float = 0.02) -> list[str]:
             seen = ("measured the winner faster" if gap <= 0 else
                     f"measured {t_key} {gap:.1%} faster")
             runs.append(f"run {i + 1} {w} {med[w]:.2f} us vs {t_key} {t_us:.2f} us ({seen})")
-        line = f"slower than PyTorch on {r['problem']}: {vb:.3f}x; " + "; ".join(runs)
+        line = f"slower than PyTorch on {r['problem']}: {fmt_ratio(vb, 3)}; " + "; ".join(runs)
         # session 19 (H100, fp32 wgrad Mixed_5b.branch3x3dbl_3, 0.920x): both runs chose the
         # heuristic path at 113 us in their child processes; it ran 121 us in every other one
         hs = r.get("heuristic_process_spread")
