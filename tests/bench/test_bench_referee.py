@@ -18,7 +18,7 @@ US = 1e-6
 
 
 def test_vs_heuristic_uses_the_twin_in_the_heuristic_process() -> None:
-    # session 7, ResNet-50 layer4.x.conv1 fp16: the referee's own process read eng58 at 10.64 us,
+    # H100, ResNet-50 layer4.x.conv1 fp16: the referee's own process read eng58 at 10.64 us,
     # its heuristic child read PyTorch at 10.18 us; the twin shows the process, not the engine.
     ref = {"torch:heuristic": 10.18 * US, "torch:benchmark": 10.89 * US,
            "cudnn:eng58": 10.64 * US, "twin:cudnn:eng58": 10.15 * US}
@@ -109,7 +109,7 @@ def _ref(h: float, b: float, t: float, th: float) -> dict[str, float]:
 
 
 def test_one_referee_process_cannot_decide_a_row_alone() -> None:
-    # session 27, UNet2D dec4a fp32 forward: one referee process read the winner at 160.6 us
+    # H100, UNet2D dec4a fp32 forward: one referee process read the winner at 160.6 us
     # where its twin, both tuning runs and the other processes read ~150 us (0.931x alone)
     refs = [_ref(160.5, 149.4, 160.6, 149.7), _ref(160.4, 159.8, 150.1, 150.0),
             _ref(160.7, 150.2, 150.3, 150.2)]

@@ -1,5 +1,5 @@
 """`convdoctor bench --out F --resume`: an interrupted run keeps its finished arms in F.partial
-and continues from there (session 7 lost three GPU shards to deadlines, each with every arm)."""
+and continues from there: a run stopped by a deadline keeps every arm it finished."""
 
 from __future__ import annotations
 
@@ -82,8 +82,8 @@ def test_resume_needs_out(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_bench_stopped_inside_an_arm_resumes_at_the_next_problem(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    # session 16: every deadline cut lost the arm in progress (up to ~2 minutes of a GPU shard);
-    # the state file now keeps an arm's finished problems
+    # a stop inside an arm keeps the arm's finished problems (an arm of a 101-layer GPU shard
+    # takes up to ~2 minutes)
     from convdoctor.tune import harness
 
     suite = tmp_path / "s.json"
@@ -133,7 +133,7 @@ def test_a_bench_stopped_inside_an_arm_resumes_at_the_next_problem(
     # the stopped process's finished problem counts in the arm's process time and wall
     assert res["summary"]["tuning_s_total_per_run"][1] >= cur["done"]["_process_s"]
     assert res["summary"]["arm_wall_s"]["tune"][1] >= cur["wall_s"]
-    # the bench's wall counts the stopped run's too (session 17: resumed shards under-reported)
+    # the bench's wall counts the stopped run's too
     s = res["summary"]
     assert s["wall_s"] == pytest.approx(state["wall_s_before"] + s["wall_s_this_process"])
     assert s["wall_s"] >= sum(sum(v) for v in s["arm_wall_s"].values()) - 1e-6

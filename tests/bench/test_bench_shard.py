@@ -63,7 +63,7 @@ def test_summary_counts_problems_tuned_from_the_short_list() -> None:
 
 
 def test_heuristic_path_spread_between_processes() -> None:
-    # session 8: PyTorch's heuristic path 285 us in five processes, 342 us in one
+    # H100: PyTorch's heuristic path ran 285 us in five processes, 342 us in one
     assert spread([285e-6, 285.5e-6, 342e-6]) == pytest.approx(57 / 285)
     assert spread([1e-3]) is None and spread([]) is None and spread([0.0, 1e-3]) is None
     rows = [_row("a", 1.0, 1.0, 1.0), _row("b", 1.0, 1.0, 1.0), _row("c", 1.0, 1.0, 1.0)]
@@ -93,7 +93,7 @@ def test_merge_joins_shards(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 
 def test_merge_reads_gzipped_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # old sessions' raw results are kept as FILE.json.gz (the device's working tree is capped)
+    # raw results are kept compressed as FILE.json.gz (benchmarks/results/bench)
     import gzip
 
     a, b = tmp_path / "a.json.gz", tmp_path / "b.json"
@@ -229,8 +229,8 @@ def test_rows_slower_than_pytorch_say_what_each_tuning_run_measured() -> None:
         return {"problem": "fprop 32x2048x8x8 k320", "speedup_vs_best": vs_best,
                 "winners": ["cudnn:a", "cudnn:a"], "tune_candidates": digests}
 
-    # session 16's Mixed_7c.branch1x1 shape: the runs timed PyTorch's path faster and chose the
-    # plan anyway; and the encoder.conv2 shape: the run saw its winner faster
+    # H100 fp32, the Mixed_7c.branch1x1 shape: the runs timed PyTorch's path faster and chose
+    # the plan anyway; and the encoder.conv2 shape: the run saw its winner faster
     saw_torch = [["torch:gemm", "ok", 28.7, ""], ["torch:heuristic", "ok", 28.89, ""],
                  ["cudnn:a", "ok", 29.95, ""], ["torch:benchmark", "ok", 30.78, ""]]
     saw_win = [["cudnn:a", "ok", 97.0, ""], ["torch:benchmark", "ok", 97.79, ""]]
@@ -256,8 +256,8 @@ def test_rows_slower_than_pytorch_say_what_each_tuning_run_measured() -> None:
 
 def test_pytorch_paths_outside_the_tolerance_are_counted_and_named(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # session 19: one fp32 TF32 wgrad row had no benchmark=True time (its pick missed our
-    # tolerance); the vs-benchmark figures silently covered 62 of 63 rows
+    # an H100 fp32 TF32 wgrad row had no benchmark=True time (its pick missed our tolerance):
+    # the vs-benchmark figures covered 62 of 63 rows, which the output must say
     timed = _row("p1", 2.0, 1.5, 1.0)
     timed["pytorch_outside_tolerance"] = {"torch:benchmark": 2.09e-3}
     missing = _row("p2", 1.0, 1.0, 1.0)

@@ -215,20 +215,18 @@ def failure_summary(result: TuneResult, limit: int = 5) -> list[str]:
 
 def costliest(result: TuneResult, n: int = 5) -> list[list[Any]]:
     """[key, status, host seconds] of the `n` candidates the harness spent most time on
-    (`CandidateStats.cost_s`). Session 15 (H100, fp16 depthwise layers): tuning took 40-50 s per
-    run, ~25 s of it after the last listed candidate's first run, and which candidates cost it
-    could not be told from the row."""
+    (`CandidateStats.cost_s`): on an H100, tuning fp16 depthwise layers took 40-50 s per run,
+    ~25 s of it after the last listed candidate's first run; this says which candidates cost it."""
     top = sorted(result.candidates, key=lambda s: -s.cost_s)[:n]
     return [[s.candidate.key, s.status, round(s.cost_s, 3)] for s in top if s.cost_s > 0]
 
 
 def candidate_digest(result: TuneResult, fastest: int = 8, screened: int = 3) -> list[list[Any]]:
     """[key, status, median us, reason] for the `fastest` measured candidates, the `screened`
-    fastest screened-out ones (median of their screen samples; session 13: a plan that won one
-    tuning run of wav2vec2 pos_conv was absent from the other run's digest, and whether the
-    screen had dropped it could not be told afterwards), and every candidate that was neither
-    measured nor screened out (failed, disqualified, unsupported): enough to see afterwards why a
-    candidate did not win, without every sample."""
+    fastest screened-out ones (median of their screen samples: a plan that won one tuning run
+    and is missing from another run's fastest may have been screened out there), and every
+    candidate that was neither measured nor screened out (failed, disqualified, unsupported):
+    enough to see afterwards why a candidate did not win, without every sample."""
     def row(s: Any) -> list[Any]:
         med = round(s.median_s * 1e6, 2) if s.median_s else None
         return [s.candidate.key, s.status, med, " ".join((s.reason or "").split())[:120]]

@@ -1,7 +1,7 @@
 """`convdoctor bench --merge`: join the JSON results of several bench runs into one, with provenance.
 
-A whole suite pass often spans several device calls (shards), and sometimes two sessions (session
-25 joined its 80 re-measured stride-1 rows with session 22's 21 strided rows). The joined figure is
+A whole suite pass often runs as several shards, sometimes measured by different code (80
+re-measured stride-1 rows joined with 21 strided rows of an older version). The joined figure is
 honest only if a reader can see where every row came from, so the merge:
 - refuses results of another suite, configuration, direction or backend, and results measured on
   another machine or software stack (every `env` field that both results record: GPU, SM count,
@@ -28,8 +28,8 @@ SAME_RUN_FIELDS = ("suite", "config", "direction", "backend")
 
 
 def load_result(path: str) -> Any:
-    """A bench result file's JSON; `FILE.json.gz` is read through gzip (the repository keeps old
-    sessions' raw results compressed: the working tree that travels to the device is capped)."""
+    """A bench result file's JSON; `FILE.json.gz` is read through gzip (the repository keeps raw
+    results compressed, in benchmarks/results/bench)."""
     from ..jsonfile import read_json
 
     return read_json(path, what="bench result")

@@ -6,14 +6,13 @@ processes (on a shared machine those differ by more than the effects measured).
 On the GPU, PyTorch's heuristic path must run in a child process of the referee (PyTorch's cuDNN
 choice cache ignores the benchmark flag), so each winner is timed there too (`twin:<key>`):
 "vs heuristic" is the ratio inside the child, "vs benchmark" the ratio inside the referee's own
-process. Session 7 (H100): the same 7-11 us fp16 kernel read 3-5% slower in the referee's process
-than in its child, which alone had made three 1x1 layers look "> 2% slower" than PyTorch.
+process. On an H100 the same 7-11 us fp16 kernel reads 3-5% slower in the referee's process than
+in its child: enough to make three 1x1 layers look "> 2% slower" than PyTorch across processes.
 `--referees N` (default 3) runs N such processes; a row's ratios are the median over them of
-each process's own ratio. Session 27 (H100, fp32 forward): the pass's two "> 2% slower" rows
-were one process each - the referee's benchmark=True picked a 19.5 us kernel where both
-benchmark=True arms ran 20.4 us, and the referee read the winner at 160.6 us where its twin in the
-child and both tuning runs read 150 us - so one referee process decided a row on a process-level
-draw.
+each process's own ratio, because one process is one draw: in an H100 fp32 forward pass, one
+referee's benchmark=True picked a 19.5 us kernel where both benchmark=True arms ran 20.4 us, and
+one read a winner at 160.6 us where its twin in the child and both tuning runs read 150 us - two
+rows that a single referee would have called "> 2% slower".
 """
 
 from __future__ import annotations

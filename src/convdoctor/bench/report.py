@@ -102,7 +102,7 @@ def _table(rows: list[dict[str, Any]], hl: str, bl: str) -> str:
 def _summary_lines(s: dict[str, Any], hl: str, bl: str) -> list[str]:
     f = _f
     return [
-        # 4 decimals: session 16's fp32 pass read 1.080x against the 1.08 target at 1.0799
+        # 4 decimals: a pass at 1.0799 reads 1.080x at 3, as if it met a 1.08 target
         f"geomean speedup: {fmt_ratio(s['geomean_speedup_vs_benchmark'], 4)} vs {bl}, "
         f"{fmt_ratio(s['geomean_speedup_vs_heuristic'], 3)} vs {hl}, "
         f"{fmt_ratio(s['geomean_speedup_vs_best_pytorch'], 3)} vs the faster of the two",
@@ -245,8 +245,7 @@ def slower_lines(rows: list[dict[str, Any]], limit: float = 0.02) -> list[str]:
     the winner's and PyTorch's faster path's medians inside that run (`tune_candidates`). Whether
     the run itself measured the winner faster (the referee's process disagrees: placement, process)
     or measured PyTorch's path faster and still chose the winner (a tie, or the placement ranking)
-    tells two causes apart. Session 16 (H100, fp32): both rows of this kind were diagnosed by hand
-    from these fields."""
+    tells two causes apart."""
     out: list[str] = []
     for r in rows:
         vb = r.get("speedup_vs_best")
@@ -268,7 +267,7 @@ def slower_lines(rows: list[dict[str, Any]], limit: float = 0.02) -> list[str]:
                     f"measured {t_key} {gap:.1%} faster")
             runs.append(f"run {i + 1} {w} {med[w]:.2f} us vs {t_key} {t_us:.2f} us ({seen})")
         line = f"slower than PyTorch on {r['problem']}: {fmt_ratio(vb, 3)}; " + "; ".join(runs)
-        # session 19 (H100, fp32 wgrad Mixed_5b.branch3x3dbl_3, 0.920x): both runs chose the
+        # H100, fp32 wgrad Mixed_5b.branch3x3dbl_3 (0.920x): both runs chose the
         # heuristic path at 113 us in their child processes; it ran 121 us in every other one
         hs = r.get("heuristic_process_spread")
         if "torch:heuristic" in winners and hs is not None and hs > 0.05:

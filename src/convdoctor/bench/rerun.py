@@ -47,8 +47,7 @@ def referee_only(args: argparse.Namespace, settings: Settings) -> int:
     env = _same_stack(path, doc, spec)
     code = code_identity()
     # --resume: FILE.partial holds the finished referee processes and the finished problems of
-    # the one that stopped (session 27: the fp16 wgrad pass's third process was cut by a call's
-    # deadline at 290 of 303 problems, and nothing came back)
+    # the one that stopped (a referee process of a 303-problem pass takes tens of minutes)
     partial = partial_path(args.out, args.resume)
     sig = {"referee_only": [[r["problem_key"], r["benchmark_picks"], r["winners"]] for r in rows],
            "env": env, "budget_s": budget, "source": code["source"]}

@@ -70,8 +70,8 @@ class Runs:
     arm_s: dict[str, list[float]] = field(
         default_factory=lambda: {"pytorch": [], "tune": [], "referee": []})
     current: dict[str, Any] | None = None
-    # wall seconds of the stopped runs this one continues (session 17: a merged pass whose
-    # shards were resumed reported 1,252 s of bench wall where its arms had taken 1,794 s)
+    # wall seconds of the stopped runs this one continues: the result's wall_s counts them (a
+    # merged pass of resumed shards would read 1,252 s of wall where its arms took 1,794 s)
     wall_before: float = 0.0
 
 
@@ -87,8 +87,7 @@ def bench(args: argparse.Namespace, settings: Settings) -> int:
     try:
         plan = _plan(args, suite, shard, first.name, first.environment(), settings)
         # the code that measures, taken before anything runs; its source hash is part of the
-        # run's signature, so a stopped run is never resumed by other code (session 24 had to
-        # remember not to resume a shard of code it had changed since)
+        # run's signature, so a stopped run is never resumed by other code
         code = code_identity()
         sig = {"suite": suite.name, "config": args.config, "direction": args.direction,
                "backend": plan.backend, "env": plan.env, "budget_s": plan.budget,

@@ -33,8 +33,8 @@ def bench_row(entry: SuiteEntry, problem: ConvProblem, torch_runs: list[dict[str
     # the referee; GPU (the pick is inside cuDNN): each process's own timing of its pick.
     bench_spread = spread(picks_times(rf["referee_s"], picks) if cpu else bench)
     # PyTorch's default path in every process that timed it (PyTorch arms, tuning runs, the
-    # referee): on the GPU its cuDNN engine is picked per process, and session 8 saw it run
-    # a 19-20% slower kernel in one process than in the others
+    # referee): on the GPU its cuDNN engine is picked per process; on an H100 it ran a 19-20%
+    # slower kernel in one process than in the others
     heur_spread = spread(heur + [r[k]["measured"][heur_key] for r in tune_runs
                                  if r[k].get("measured", {}).get(heur_key)]
                          + [x[heur_key] for x in rf["referee_runs_s"] if x.get(heur_key)])
