@@ -4,7 +4,7 @@ Subcommands live in their capability's package; this module only knows their nam
 help and the module that implements them, so `convdoctor --help` imports nothing heavy (no torch).
 Each command module exposes `add_arguments(parser)` and `run(args) -> int` (the exit code:
 0 ok, 1 warnings, 2 errors). Errors meant for the user (`ConvdoctorError`) become one clear message
-and exit code 2; nothing prints a traceback unless CONVDOCTOR_DEBUG=1.
+and exit code 2; nothing prints a traceback unless the `debug` setting is on (`settings.py`).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ EPILOG = "Every command takes --json for machine-readable output. Exit codes: 0 
 
 
 def _debug() -> bool:
-    """The `debug` setting; a malformed CONVDOCTOR_DEBUG counts as off here (the message about it
-    comes from the command that reads the settings)."""
+    """The `debug` setting; a malformed value counts as off here (the message about it comes
+    from the command that reads the settings)."""
     from .settings import current
 
     try:
@@ -237,11 +237,18 @@ def _internal(exc: BaseException) -> int:
         raise exc
     print(
         f"convdoctor: internal error: {type(exc).__name__}: {clean(exc)}\n"
-        "  This is a bug in convdoctor. Run again with CONVDOCTOR_DEBUG=1 to see the traceback, "
+        f"  This is a bug in convdoctor. Run again with {_debug_switch()}=1 to see the traceback, "
         "and report it.",
         file=sys.stderr,
     )
     return 2
+
+
+def _debug_switch() -> str:
+    """The environment variable of the `debug` setting."""
+    from .settings import declared
+
+    return next(d["env"] for d in declared() if d["name"] == "debug")
 
 
 def emit(args: argparse.Namespace, payload: Any, human: str, *, color: bool = False) -> None:
