@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from convdoctor.bench import arms, command
+from convdoctor.bench import arms
+from convdoctor.cli import bench as command
 from convdoctor.settings import Settings
 
 

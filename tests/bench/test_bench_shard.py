@@ -342,7 +342,7 @@ def test_a_bench_row_names_pytorch_paths_timed_outside_the_tolerance(
     import argparse
     import os
 
-    from convdoctor.bench import command as cmd_bench
+    from convdoctor.cli import bench as cmd_bench
 
     pp = os.environ.get("PYTHONPATH", "")
     monkeypatch.setenv("PYTHONPATH", TUNE_TESTS + (os.pathsep + pp if pp else ""))

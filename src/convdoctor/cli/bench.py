@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 
 from ..argtypes import bounded_int, positive_seconds
+from ..bench.suites import CONFIGS
 from ..errors import UsageError
-from .suites import CONFIGS
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -72,20 +72,20 @@ def run(args: argparse.Namespace) -> int:
     from ..settings import current
 
     if args.referee_only:
-        from .rerun import referee_only
+        from ..bench.rerun import referee_only
 
         return referee_only(args, current())
     if args.suite is None:
         raise UsageError("bench needs a SUITE (e.g. cnn-layers), or --merge FILE...")
-    from .run import bench
+    from ..bench.run import bench
 
     return bench(args, current())
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from .merge import load_result, merge_docs
-    from .report import emit
-    from .summary import summarize
+    from ..bench.merge import load_result, merge_docs
+    from ..bench.report import emit
+    from ..bench.summary import summarize
 
     docs = [load_result(path) for path in args.merge]
     return emit(args, merge_docs([str(p) for p in args.merge], docs, summarize))

@@ -17,21 +17,21 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from ._version import __version__
-from .errors import ConvdoctorError
-from .textsafe import clean
+from .._version import __version__
+from ..errors import ConvdoctorError
+from ..textsafe import clean
 
 # (name, module, one-line help). Order is the order shown in --help.
 COMMANDS: tuple[tuple[str, str, str], ...] = (
-    ("doctor", "convdoctor.env.cmd_doctor", "diagnose this machine end to end (env + GPU smoke test)"),
-    ("env", "convdoctor.env.cmd_env", "probe driver, GPUs, CUDA/cuDNN libraries and frameworks; find what is broken"),
-    ("check", "convdoctor.check.cmd", "find convolutions cuDNN will reject (or run slowly) before it sees them"),
-    ("explain", "convdoctor.explain.cmd_explain", "name the root cause of a cuDNN/CUDA error message or log, with the fix"),
-    ("run", "convdoctor.explain.cmd_run", "run a command; if it fails, explain why (exit code preserved)"),
-    ("tune", "convdoctor.tune.cmd_tune", "find the fastest correct engine for each convolution and remember it"),
-    ("bench", "convdoctor.bench.command", "benchmark a suite: PyTorch heuristics vs benchmark=True vs convdoctor"),
-    ("db", "convdoctor.db.cmd", "list, export, import and prune the tuning database"),
-    ("optimize", "convdoctor.runtime.cmd", "run a model on tuned engines; print the plan and the measured speedup"),
+    ("doctor", "convdoctor.cli.doctor", "diagnose this machine end to end (env + GPU smoke test)"),
+    ("env", "convdoctor.cli.env", "probe driver, GPUs, CUDA/cuDNN libraries and frameworks; find what is broken"),
+    ("check", "convdoctor.cli.check", "find convolutions cuDNN will reject (or run slowly) before it sees them"),
+    ("explain", "convdoctor.cli.explain", "name the root cause of a cuDNN/CUDA error message or log, with the fix"),
+    ("run", "convdoctor.cli.run", "run a command; if it fails, explain why (exit code preserved)"),
+    ("tune", "convdoctor.cli.tune", "find the fastest correct engine for each convolution and remember it"),
+    ("bench", "convdoctor.cli.bench", "benchmark a suite: PyTorch heuristics vs benchmark=True vs convdoctor"),
+    ("db", "convdoctor.cli.db", "list, export, import and prune the tuning database"),
+    ("optimize", "convdoctor.cli.optimize", "run a model on tuned engines; print the plan and the measured speedup"),
 )
 
 EPILOG = "Every command takes --json for machine-readable output. Exit codes: 0 ok, 1 warnings, 2 errors."
@@ -40,7 +40,7 @@ EPILOG = "Every command takes --json for machine-readable output. Exit codes: 0 
 def _debug() -> bool:
     """The `debug` setting; a malformed value counts as off here (the message about it comes
     from the command that reads the settings)."""
-    from .settings import current
+    from ..settings import current
 
     try:
         return current().debug
@@ -97,7 +97,7 @@ class _ClosedInput:
     """sys.stdin when file descriptor 0 is closed: reading it is a usage error."""
 
     def _closed(self, *args: Any) -> NoReturn:
-        from .errors import UsageError
+        from ..errors import UsageError
 
         raise UsageError("standard input is closed: nothing to read",
                          hint="pipe the text in, or give it as an argument or a file")
@@ -246,7 +246,7 @@ def _internal(exc: BaseException) -> int:
 
 def _debug_switch() -> str:
     """The environment variable of the `debug` setting."""
-    from .settings import declared
+    from ..settings import declared
 
     return next(d["env"] for d in declared() if d["name"] == "debug")
 
@@ -256,7 +256,7 @@ def emit(args: argparse.Namespace, payload: Any, human: str, *, color: bool = Fa
     as an escape (`textsafe.clean`); `color`: the text holds convdoctor's own colour sequences,
     whose untrusted parts were cleaned before they were coloured."""
     if getattr(args, "json", False):
-        from .report import dumps
+        from ..report import dumps
 
         print(dumps(payload))
     else:

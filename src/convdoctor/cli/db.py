@@ -83,16 +83,16 @@ def _when(ts: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cli import emit
-    from . import TuningDB
+    from ..db import TuningDB
+    from . import emit
 
     action = getattr(args, "db_command", None)
     if not action:
         raise UsageError("say what to do: convdoctor db list|export PATH|import PATH|prune ...")
     records = None
     if action == "import":      # the whole file is checked before the database is opened
-        from .importfile import load_export
-        from .store import SCHEMA_VERSION
+        from ..db.importfile import load_export
+        from ..db.store import SCHEMA_VERSION
 
         records = load_export(args.path, schema_version=SCHEMA_VERSION)
     db = TuningDB(args.db, read_only=action in ("list", "export"))

@@ -20,9 +20,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _explain_stream(stream, live):  # type: ignore[no-untyped-def]
-    from . import _live
-    from .engine import analyze
-    from .scan import BLOCK, Scanner
+    from ..explain import _live
+    from ..explain.engine import analyze
+    from ..explain.scan import BLOCK, Scanner
 
     t0 = time.perf_counter()
     sc = Scanner()
@@ -39,8 +39,8 @@ def _explain_stream(stream, live):  # type: ignore[no-untyped-def]
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cli import emit
-    from . import explain, explain_file
+    from ..explain import explain, explain_file
+    from . import emit
 
     live = not args.no_live
     if args.file and args.text:

@@ -95,19 +95,19 @@ def open_db(args: argparse.Namespace) -> Any:
 
 def make_backend(name: str, *, isolate: bool, timeout_s: float) -> Any:
     if isolate:
-        from .worker import WorkerBackend
+        from ..tune.worker import WorkerBackend
 
         return WorkerBackend(name, timeout_s=timeout_s)
-    from .backend import get_backend
+    from ..tune.backend import get_backend
 
     return get_backend(name)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cli import emit
     from ..progress import Progress
-    from .harness import environment_of, tune_problem
-    from .render import candidate_table, summary_row, summary_table
+    from ..tune.harness import environment_of, tune_problem
+    from ..tune.render import candidate_table, summary_row, summary_table
+    from . import emit
 
     problems: list[ConvProblem] = []
     for text in args.problem:
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
 
     config = None
     if args.trace:
-        from .harness import HarnessConfig, file_trace
+        from ..tune.harness import HarnessConfig, file_trace
 
         try:
             with open(args.trace, "a", encoding="utf-8"):
