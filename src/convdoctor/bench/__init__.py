@@ -6,5 +6,5 @@
 - `resume`: the run's state file (FILE.partial) and --resume;
 - `summary`: a result's rows and summary figures; `report`: the --out file and the human report;
 - `merge`: several results joined into one (--merge), with provenance;
-- `run`: a suite run; `rerun`: --referee-only; `command`: the arguments.
+- `run`: a suite run; `rerun`: --referee-only. The command's arguments: `convdoctor.cli.bench`.
 """

@@ -1,8 +1,9 @@
 """The `convdoctor` command line.
 
-Subcommands live in their capability's package; this module only knows their names, their one-line
-help and the module that implements them, so `convdoctor --help` imports nothing heavy (no torch).
-Each command module exposes `add_arguments(parser)` and `run(args) -> int` (the exit code:
+Each subcommand is a module of this package (`cli/<command>.py`: its arguments and its output; the
+work is done by the capability's package). This module only knows their names, their one-line help
+and their modules, so `convdoctor --help` imports nothing heavy (no torch). Each command module
+exposes `add_arguments(parser)` and `run(args) -> int` (the exit code:
 0 ok, 1 warnings, 2 errors). Errors meant for the user (`ConvdoctorError`) become one clear message
 and exit code 2; nothing prints a traceback unless the `debug` setting is on (`settings.py`).
 """

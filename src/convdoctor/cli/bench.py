@@ -1,9 +1,9 @@
 """`convdoctor bench`: its arguments, and which of its three modes runs.
 
-- `bench SUITE` (`run.bench`): PyTorch heuristics vs PyTorch benchmark=True vs convdoctor, in one
+- `bench SUITE` (`convdoctor.bench.run`): PyTorch heuristics vs PyTorch benchmark=True vs convdoctor, in one
   run of fresh processes, with the ratios taken by side-by-side referees;
-- `bench --referee-only FILE` (`rerun.referee_only`): a finished result's choices re-timed;
-- `bench --merge FILE...`: several results (shards) joined into one, with provenance.
+- `bench --referee-only FILE` (`convdoctor.bench.rerun`): a finished result's choices re-timed;
+- `bench --merge FILE...` (`convdoctor.bench.merge`): several results (shards) joined into one, with provenance.
 """
 
 from __future__ import annotations
