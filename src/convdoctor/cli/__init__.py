@@ -238,18 +238,18 @@ def _internal(exc: BaseException) -> int:
         raise exc
     print(
         f"convdoctor: internal error: {type(exc).__name__}: {clean(exc)}\n"
-        f"  This is a bug in convdoctor. Run again with {_debug_switch()}=1 to see the traceback, "
+        f"  This is a bug in convdoctor. Run again with {env_name('debug')}=1 to see the traceback, "
         "and report it.",
         file=sys.stderr,
     )
     return 2
 
 
-def _debug_switch() -> str:
-    """The environment variable of the `debug` setting."""
+def env_name(setting: str) -> str:
+    """The environment variable of a setting (`settings.py` declares them), for help and messages."""
     from ..settings import declared
 
-    return next(d["env"] for d in declared() if d["name"] == "debug")
+    return next(d["env"] for d in declared() if d["name"] == setting)
 
 
 def emit(args: argparse.Namespace, payload: Any, human: str, *, color: bool = False) -> None:

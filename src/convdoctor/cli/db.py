@@ -8,8 +8,9 @@ from typing import Any
 
 from ..argtypes import finite_float
 from ..errors import UsageError
+from . import env_name
 
-DB_HELP = "database file (default: CONVDOCTOR_DB or the user cache dir)"
+DB_HELP = f"database file (default: {env_name('db')} or the user cache dir)"
 
 
 def _db_option(p: argparse.ArgumentParser) -> None:
