@@ -20,11 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from convdoctor.bench.suites import load_suite  # noqa: E402
 from convdoctor.db import TuningDB  # noqa: E402
 from convdoctor.problem import ConvProblem  # noqa: E402
 from convdoctor.tune.backend import Candidate, Correctness  # noqa: E402
 from convdoctor.tune.result import CandidateStats, TuneResult  # noqa: E402
-from convdoctor.tune.suites import load_suite  # noqa: E402
 
 ENV = {"backend": "cuda", "gpu_name": "NVIDIA H100 80GB HBM3", "sm_count": "132",
        "compute_capability": "9.0", "driver": "580.65.06", "cuda_runtime": "13.0",

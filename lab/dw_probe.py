@@ -20,8 +20,8 @@ import traceback
 import torch
 import torch.nn.functional as F
 
+from convdoctor.bench.suites import load_suite
 from convdoctor.kernels import depthwise as dw
-from convdoctor.tune.suites import load_suite
 
 
 def _bench(fn):

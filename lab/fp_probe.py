@@ -22,8 +22,8 @@ def one(spec: str) -> dict:
     import torch.nn.functional as F  # noqa: N812
     import triton.testing as tt
 
+    from convdoctor.bench.suites import load_suite
     from convdoctor.kernels import fprop as fk
-    from convdoctor.tune.suites import load_suite
 
     group, name = spec.split("/", 1)
     from probe_timing import pass_rows

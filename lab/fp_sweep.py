@@ -44,8 +44,8 @@ def _time_configs(p) -> dict:  # noqa: ANN001
 def main() -> int:
     import torch
 
+    from convdoctor.bench.suites import load_suite
     from convdoctor.kernels import fprop as fk
-    from convdoctor.tune.suites import load_suite
 
     out = os.environ.get("OUT", ".")
     from probe_timing import deadline as _deadline

@@ -24,8 +24,8 @@ SWEEP = ("k4p256w4", "k8p256w4", "k16p256w4", "k4p512w4", "k8p512w4", "k16p512w8
 
 
 def _entries(names: list[str]) -> list:
+    from convdoctor.bench.suites import load_suite
     from convdoctor.kernels import smallc as sc
-    from convdoctor.tune.suites import load_suite
 
     out = []
     for e in load_suite("cnn-layers").entries:

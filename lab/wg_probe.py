@@ -30,8 +30,8 @@ def one(name: str) -> dict:
     import triton.testing as tt
     from probe_timing import pass_rows
 
+    from convdoctor.bench.suites import load_suite
     from convdoctor.kernels import wgrad as wg
-    from convdoctor.tune.suites import load_suite
 
     rows = {k[1]: r for k, r in pass_rows("fp32-nchw", "wgrad").items()}
     e = next(e for e in load_suite("cnn-layers").entries if e.name == name)

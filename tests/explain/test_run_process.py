@@ -152,7 +152,7 @@ def test_exit_codes_of_a_command_that_cannot_run_are_a_shells(tmp_path: Path) ->
 
 
 def test_scanning_error_lines_does_not_throttle_the_command() -> None:
-    from convdoctor.explain.cmd_run import run_command
+    from convdoctor.cli.run import run_command
 
     line = "RuntimeError: CUDA error: an illegal memory access was encountered"
     cmd = ["sh", "-c", f"yes '{line}' | head -c 200000000; exit 1"]

@@ -195,7 +195,7 @@ def test_bad_inputs_are_clear_errors() -> None:
 
 
 def test_import_is_light() -> None:
-    code = ("import sys, convdoctor.runtime, convdoctor.runtime.cmd; "
+    code = ("import sys, convdoctor.runtime, convdoctor.cli.optimize; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

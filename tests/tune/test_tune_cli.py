@@ -107,7 +107,7 @@ def test_bench_small_suite_side_by_side(capsys: pytest.CaptureFixture[str],
 
 
 def test_listing_notes_name_a_refused_graph_and_a_spent_refinement_budget() -> None:
-    from convdoctor.tune.cmd_tune import listing_notes
+    from convdoctor.cli.tune import listing_notes
 
     assert listing_notes({}) == []
     assert listing_notes({"lean": False, "enumeration": {"plans": 9},

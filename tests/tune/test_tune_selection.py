@@ -426,7 +426,7 @@ def test_every_candidates_cost_is_recorded_and_they_add_up_to_the_run() -> None:
 
     back = TuneResult.from_dict(r.to_dict())
     assert back.stats_for("eng:slow").cost_s == pytest.approx(cost["eng:slow"], abs=1e-4)  # type: ignore[union-attr]
-    from convdoctor.tune.cmd_bench import costliest
+    from convdoctor.bench.arms import costliest
 
     top = costliest(r, n=2)
     assert [k for k, _st, _c in top] == sorted(cost, key=lambda k: -cost[k])[:2]

@@ -1,5 +1,5 @@
 """`convdoctor bench --out F --resume`: an interrupted run keeps its finished arms in F.partial
-and continues from there (session 7 lost three GPU shards to deadlines, each with every arm)."""
+and continues from there: a run stopped by a deadline keeps every arm it finished."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from convdoctor.bench import arms, resume
 from convdoctor.cli import main
 from convdoctor.errors import UsageError
-from convdoctor.tune import cmd_bench
 
 
 def _suite(tmp_path: Path) -> Path:
@@ -28,7 +28,7 @@ ARGS = ["--budget", "0.1", "--pytorch-runs", "1", "--tune-runs", "2", "--json"]
 def test_an_interrupted_bench_resumes_without_rerunning_finished_arms(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     suite, out = _suite(tmp_path), tmp_path / "r.json"
-    real_tune = cmd_bench._tune_arm
+    real_tune = arms.tune_arm
     calls = {"tune": 0}
 
     def tune_then_die(*a: Any, **k: Any) -> Any:
@@ -37,7 +37,7 @@ def test_an_interrupted_bench_resumes_without_rerunning_finished_arms(
             raise KeyboardInterrupt  # the deadline's kill, during the second tuning process
         return real_tune(*a, **k)
 
-    monkeypatch.setattr(cmd_bench, "_tune_arm", tune_then_die)
+    monkeypatch.setattr(arms, "tune_arm", tune_then_die)
     assert main(["bench", str(suite), *ARGS, "--out", str(out)]) != 0   # "interrupted"
     state = json.loads((tmp_path / "r.json.partial").read_text())
     assert len(state["torch_runs"]) == 1 and len(state["tune_runs"]) == 1
@@ -46,8 +46,8 @@ def test_an_interrupted_bench_resumes_without_rerunning_finished_arms(
     def pytorch_must_not_run(*a: Any, **k: Any) -> Any:
         raise AssertionError("a finished arm ran again")
 
-    monkeypatch.setattr(cmd_bench, "_pytorch_arm", pytorch_must_not_run)
-    monkeypatch.setattr(cmd_bench, "_tune_arm", real_tune)
+    monkeypatch.setattr(arms, "pytorch_arm", pytorch_must_not_run)
+    monkeypatch.setattr(arms, "tune_arm", real_tune)
     capsys.readouterr()
     assert main(["bench", str(suite), *ARGS, "--out", str(out), "--resume"]) == 0
     res = json.loads(out.read_text())
@@ -65,14 +65,14 @@ def test_an_interrupted_bench_resumes_without_rerunning_finished_arms(
 def test_a_state_file_of_another_run_is_refused(tmp_path: Path) -> None:
     p = tmp_path / "x.partial"
     sig = {"suite": "tiny", "problems": ["a"], "budget_s": 0.1}
-    cmd_bench.save_partial(str(p), {"signature": dict(sig, budget_s=0.5), "torch_runs": [],
-                                    "tune_runs": []})
+    resume.save_partial(str(p), {"signature": dict(sig, budget_s=0.5), "torch_runs": [],
+                                 "tune_runs": []})
     with pytest.raises(UsageError, match="differs in: budget_s"):
-        cmd_bench.load_partial(str(p), sig)
+        resume.load_partial(str(p), sig)
     p.write_text("{not json")
     with pytest.raises(UsageError, match="not a readable bench state file"):
-        cmd_bench.load_partial(str(p), sig)
-    assert cmd_bench.load_partial(str(tmp_path / "none.partial"), sig)["tune_runs"] == []
+        resume.load_partial(str(p), sig)
+    assert resume.load_partial(str(tmp_path / "none.partial"), sig)["tune_runs"] == []
 
 
 def test_resume_needs_out(tmp_path: Path) -> None:
@@ -82,8 +82,8 @@ def test_resume_needs_out(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_bench_stopped_inside_an_arm_resumes_at_the_next_problem(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    # session 16: every deadline cut lost the arm in progress (up to ~2 minutes of a GPU shard);
-    # the state file now keeps an arm's finished problems
+    # a stop inside an arm keeps the arm's finished problems (an arm of a 101-layer GPU shard
+    # takes up to ~2 minutes)
     from convdoctor.tune import harness
 
     suite = tmp_path / "s.json"
@@ -121,7 +121,7 @@ def test_a_bench_stopped_inside_an_arm_resumes_at_the_next_problem(
         again.append(p.key())
         return real(p, **k)
 
-    monkeypatch.setattr(cmd_bench, "_pytorch_arm", pytorch_must_not_run)
+    monkeypatch.setattr(arms, "pytorch_arm", pytorch_must_not_run)
     monkeypatch.setattr(harness, "tune_problem", record)
     capsys.readouterr()
     assert main(["bench", str(suite), *ARGS, "--out", str(out), "--resume"]) == 0
@@ -133,7 +133,7 @@ def test_a_bench_stopped_inside_an_arm_resumes_at_the_next_problem(
     # the stopped process's finished problem counts in the arm's process time and wall
     assert res["summary"]["tuning_s_total_per_run"][1] >= cur["done"]["_process_s"]
     assert res["summary"]["arm_wall_s"]["tune"][1] >= cur["wall_s"]
-    # the bench's wall counts the stopped run's too (session 17: resumed shards under-reported)
+    # the bench's wall counts the stopped run's too
     s = res["summary"]
     assert s["wall_s"] == pytest.approx(state["wall_s_before"] + s["wall_s_this_process"])
     assert s["wall_s"] >= sum(sum(v) for v in s["arm_wall_s"].values()) - 1e-6
@@ -195,4 +195,4 @@ def test_a_bench_stopped_in_a_pytorch_or_referee_arm_resumes_at_the_next_problem
 ])
 def test_a_resumed_bench_counts_the_stopped_runs_wall(state: dict[str, Any],
                                                       expected: float) -> None:
-    assert cmd_bench.resumed_wall(state) == pytest.approx(expected)
+    assert resume.resumed_wall(state) == pytest.approx(expected)

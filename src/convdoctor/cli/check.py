@@ -69,13 +69,13 @@ def _ints(text: str, name: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cli import emit
-    from .models import parse_shape
+    from ..check.models import parse_shape
+    from . import emit
 
     spec = args.model
     tf32 = False if args.no_tf32 else None
     if spec in SINGLE_OPS:
-        from .checker import check_conv
+        from ..check.checker import check_conv
 
         if not args.input or not args.weight:
             raise UsageError(f"checking one {spec} needs --input SHAPE and --weight SHAPE",
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
 
     shapes = [parse_shape(s, name="--input-shape") for s in (args.input_shape or [])]
     if spec.lower().endswith(".onnx"):
-        from .onnx_check import check_onnx
+        from ..check.onnx_check import check_onnx
 
         if len(shapes) > 1:
             raise UsageError("an ONNX model is checked for one --input-shape at a time")
@@ -114,8 +114,8 @@ def run(args: argparse.Namespace) -> int:
         emit(args, report.to_dict(), _human(head, report, args.all, color), color=color)
         return report.exit_code
 
-    from .api import check_model
-    from .models import load_model
+    from ..check.api import check_model
+    from ..check.models import load_model
 
     model = load_model(spec)
     if not shapes:
@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _benchmark_findings(reports: list[Report]) -> list[Finding]:
-    from .checker import rules
+    from ..check.checker import rules
 
     per: set[tuple[Any, ...]] = set()
     for r in reports:

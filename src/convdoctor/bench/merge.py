@@ -1,7 +1,7 @@
 """`convdoctor bench --merge`: join the JSON results of several bench runs into one, with provenance.
 
-A whole suite pass often spans several device calls (shards), and sometimes two sessions (session
-25 joined its 80 re-measured stride-1 rows with session 22's 21 strided rows). The joined figure is
+A whole suite pass often runs as several shards, sometimes measured by different code (80
+re-measured stride-1 rows joined with 21 strided rows of an older version). The joined figure is
 honest only if a reader can see where every row came from, so the merge:
 - refuses results of another suite, configuration, direction or backend, and results measured on
   another machine or software stack (every `env` field that both results record: GPU, SM count,
@@ -21,10 +21,27 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import UsageError
-from .provenance import code_label, same_code
+from ..tune.provenance import code_label, same_code
 
 # fields of a bench result that must agree for its rows to share one summary
 SAME_RUN_FIELDS = ("suite", "config", "direction", "backend")
+
+
+def load_result(path: str) -> Any:
+    """A bench result file's JSON; `FILE.json.gz` is read through gzip (the repository keeps raw
+    results compressed, in benchmarks/results/bench)."""
+    from ..jsonfile import read_json
+
+    return read_json(path, what="bench result")
+
+
+def read_result(path: str) -> dict[str, Any]:
+    """A bench result with its rows (what `--referee-only` re-times); UsageError otherwise."""
+    doc = load_result(path)
+    if not isinstance(doc, dict) or doc.get("kind") != "bench" or not isinstance(
+            doc.get("rows"), list):
+        raise UsageError(f"{path} is not a bench result (written by `convdoctor bench --out`)")
+    return doc
 
 
 def validate(path: str, doc: Any) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, BinaryIO
 from ..errors import UsageError
 
 if TYPE_CHECKING:
-    from .model import Diagnosis
+    from ..explain.model import Diagnosis
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,9 +31,9 @@ def _stdin() -> BinaryIO:
 
 
 def _explain_stream(stream: BinaryIO, live: bool) -> Diagnosis:
-    from . import _live
-    from .engine import analyze
-    from .scan import BLOCK, Scanner
+    from ..explain import _live
+    from ..explain.engine import analyze
+    from ..explain.scan import BLOCK, Scanner
 
     t0 = time.perf_counter()
     sc = Scanner()
@@ -53,7 +53,7 @@ def _explain_stream(stream: BinaryIO, live: bool) -> Diagnosis:
 
 
 def run(args: argparse.Namespace) -> int:
-    from . import explain, explain_file
+    from ..explain import explain, explain_file
 
     live = not args.no_live
     if args.file and args.text:
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
 def _emit(args: argparse.Namespace, diag: Diagnosis) -> None:
     """Print the result; a failed write (a full disk, a closed stdout) is one line and exit 2, and
     stdout is then pointed at /dev/null so that nothing is retried at exit."""
-    from ..cli import emit
+    from . import emit
 
     try:
         emit(args, diag.to_dict(), diag.render())

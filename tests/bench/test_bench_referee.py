@@ -8,15 +8,17 @@ from pathlib import Path
 
 import pytest
 
+from convdoctor.bench.arms import Restricted
+from convdoctor.bench.referee import referee_fields, referee_ratios
+from convdoctor.engines.registry import TWIN_PREFIX
 from convdoctor.problem import ConvProblem
 from convdoctor.tune.backend import Candidate
-from convdoctor.tune.cmd_bench import TWIN_PREFIX, _Restricted, referee_fields, referee_ratios
 
 US = 1e-6
 
 
 def test_vs_heuristic_uses_the_twin_in_the_heuristic_process() -> None:
-    # session 7, ResNet-50 layer4.x.conv1 fp16: the referee's own process read eng58 at 10.64 us,
+    # H100, ResNet-50 layer4.x.conv1 fp16: the referee's own process read eng58 at 10.64 us,
     # its heuristic child read PyTorch at 10.18 us; the twin shows the process, not the engine.
     ref = {"torch:heuristic": 10.18 * US, "torch:benchmark": 10.89 * US,
            "cudnn:eng58": 10.64 * US, "twin:cudnn:eng58": 10.15 * US}
@@ -63,7 +65,7 @@ class _Inner:
 def test_restricted_backend_offers_twins_of_known_candidates_only() -> None:
     p = ConvProblem.parse("fprop n=1 c=8 h=8 w=8 k=8 r=1 s=1")
     keys = {"torch:heuristic", "cudnn:e1", TWIN_PREFIX + "cudnn:e1", TWIN_PREFIX + "torch:gone"}
-    be = _Restricted(_Inner(), keys)
+    be = Restricted(_Inner(), keys)
     cands = {c.key: c for c in be.candidates(p)}
     assert set(cands) == {"torch:heuristic", "cudnn:e1", "twin:cudnn:e1"}
     twin = cands["twin:cudnn:e1"]
@@ -77,7 +79,7 @@ def test_restricted_backend_offers_a_tuned_cudnn_plan_missing_from_its_listing()
     p = ConvProblem.parse("fprop n=1 c=8 h=8 w=8 k=8 r=1 s=1")
     keys = {"torch:heuristic", "cudnn:eng67_k2=3", TWIN_PREFIX + "cudnn:eng67_k2=3",
             "torch:never-listed"}
-    be = _Restricted(_Inner(), keys)
+    be = Restricted(_Inner(), keys)
     cands = {c.key: c for c in be.candidates(p)}
     assert set(cands) == {"torch:heuristic", "cudnn:eng67_k2=3", "twin:cudnn:eng67_k2=3"}
     assert "built by its name" in cands["cudnn:eng67_k2=3"].notes[0]
@@ -87,7 +89,7 @@ def test_restricted_backend_offers_a_tuned_cudnn_plan_missing_from_its_listing()
 def test_restricted_backend_short_list_keeps_the_restriction() -> None:
     p = ConvProblem.parse("fprop n=1 c=8 h=8 w=8 k=8 r=1 s=1")
     keys = {"torch:heuristic", "cudnn:e1", "cudnn:eng67_k2=3"}
-    be = _Restricted(_Inner(), keys)
+    be = Restricted(_Inner(), keys)
     with pytest.raises(RuntimeError, match="no short candidate list"):
         be.lean_candidates(p)
 
@@ -95,7 +97,7 @@ def test_restricted_backend_short_list_keeps_the_restriction() -> None:
         def lean_candidates(self, problem: ConvProblem) -> list[Candidate]:
             return [Candidate("torch:heuristic", "cuda"), Candidate("cudnn:e2", "cuda")]
 
-    cands = {c.key: c for c in _Restricted(_LeanInner(), keys).lean_candidates(p)}
+    cands = {c.key: c for c in Restricted(_LeanInner(), keys).lean_candidates(p)}
     # e1 is missing from the short list: offered by name like any plan outside the listing
     assert set(cands) == {"torch:heuristic", "cudnn:e1", "cudnn:eng67_k2=3"}
     assert "built by its name" in cands["cudnn:e1"].notes[0]
@@ -107,7 +109,7 @@ def _ref(h: float, b: float, t: float, th: float) -> dict[str, float]:
 
 
 def test_one_referee_process_cannot_decide_a_row_alone() -> None:
-    # session 27, UNet2D dec4a fp32 forward: one referee process read the winner at 160.6 us
+    # H100, UNet2D dec4a fp32 forward: one referee process read the winner at 160.6 us
     # where its twin, both tuning runs and the other processes read ~150 us (0.931x alone)
     refs = [_ref(160.5, 149.4, 160.6, 149.7), _ref(160.4, 159.8, 150.1, 150.0),
             _ref(160.7, 150.2, 150.3, 150.2)]

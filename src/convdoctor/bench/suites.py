@@ -6,9 +6,11 @@ the direction, dtype, layout and math mode it is asked for (an entry may pin any
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from ..errors import UsageError
 from ..problem import ConvProblem
@@ -46,7 +48,7 @@ class Suite:
 
 
 def builtin_suites() -> list[str]:
-    d = resources.files("convdoctor.tune").joinpath("data/suites")
+    d = resources.files("convdoctor.bench").joinpath("data/suites")
     return sorted(p.name[:-5] for p in d.iterdir() if p.name.endswith(".json"))
 
 
@@ -66,7 +68,7 @@ def load_suite(spec: str) -> Suite:
         if spec not in names:
             raise UsageError(f"unknown suite {spec!r}; built-in suites: {', '.join(names)} "
                              "(or pass a path to a suite JSON file)")
-        text = resources.files("convdoctor.tune").joinpath(f"data/suites/{spec}.json").read_bytes()
+        text = resources.files("convdoctor.bench").joinpath(f"data/suites/{spec}.json").read_bytes()
     doc = parse(text, what=f"suite {spec}")
     try:
         entries = tuple(SuiteEntry(str(e.get("group", "")), str(e.get("name", "")),
@@ -84,3 +86,50 @@ def load_suite(spec: str) -> Suite:
             raise UsageError(f"suite {spec}, entry {e.name!r}: {exc}") from None
     return Suite(name=str(doc.get("name", path.stem)), description=str(doc.get("description", "")),
                  entries=entries, sources=tuple(doc.get("sources", ())))
+
+
+# --config: the dtype, layout and math mode applied to a suite's entries
+CONFIGS = {
+    "fp32-nchw": ("float32", "nchw", "tf32"),
+    "fp32-nchw-strict": ("float32", "nchw", "strict"),
+    "fp32-nhwc": ("float32", "nhwc", "tf32"),
+    "fp16-nhwc": ("float16", "nhwc", "tf32"),
+    "fp16-nchw": ("float16", "nchw", "tf32"),
+    "bf16-nhwc": ("bfloat16", "nhwc", "tf32"),
+}
+
+
+def matching(entries: list[SuiteEntry], pattern: str, direction: str, dtype: str, layout: str,
+             math_mode: str) -> list[SuiteEntry]:
+    """The entries whose "group name key" matches `pattern` (--match, Python re.search)."""
+    try:
+        rx = re.compile(pattern)
+    except re.error as exc:
+        raise UsageError(f"--match {pattern!r} is not a valid regular expression: {exc}") from None
+    out = [e for e in entries if rx.search(" ".join((e.group, e.name, e.problem(
+        direction=direction, dtype=dtype, layout=layout, math=math_mode).key())))]
+    if not out:
+        raise UsageError(f"--match {pattern!r} selects no problem of the suite")
+    return out
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    try:
+        k, n = (int(v) for v in text.split("/"))
+    except ValueError:
+        raise UsageError(f"--shard must look like K/N (e.g. 2/4), not {text!r}") from None
+    if n < 1 or not 1 <= k <= n:
+        raise UsageError(f"--shard {text}: need 1 <= K <= N")
+    return k, n
+
+
+def shard_of(items: list[Any], shard: tuple[int, int] | None) -> list[Any]:
+    """The K-th of N contiguous, nearly equal parts (every item is in exactly one part)."""
+    if shard is None:
+        return items
+    k, n = shard
+    lo = (k - 1) * len(items) // n
+    hi = k * len(items) // n
+    return items[lo:hi]

@@ -8,9 +8,13 @@ from typing import Any
 
 import pytest
 
+from convdoctor.bench.referee import spread
+from convdoctor.bench.suites import parse_shard, shard_of
+from convdoctor.bench.summary import summarize
 from convdoctor.cli import main
 from convdoctor.errors import UsageError
-from convdoctor.tune.cmd_bench import parse_shard, shard_of, spread, summarize
+
+TUNE_TESTS = str(Path(__file__).resolve().parents[1] / "tune")   # tune_fakes, for the workers
 
 
 @pytest.mark.parametrize("n_items,n", [(101, 4), (7, 3), (3, 5), (10, 1)])
@@ -59,7 +63,7 @@ def test_summary_counts_problems_tuned_from_the_short_list() -> None:
 
 
 def test_heuristic_path_spread_between_processes() -> None:
-    # session 8: PyTorch's heuristic path 285 us in five processes, 342 us in one
+    # H100: PyTorch's heuristic path ran 285 us in five processes, 342 us in one
     assert spread([285e-6, 285.5e-6, 342e-6]) == pytest.approx(57 / 285)
     assert spread([1e-3]) is None and spread([]) is None and spread([0.0, 1e-3]) is None
     rows = [_row("a", 1.0, 1.0, 1.0), _row("b", 1.0, 1.0, 1.0), _row("c", 1.0, 1.0, 1.0)]
@@ -89,7 +93,7 @@ def test_merge_joins_shards(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 
 def test_merge_reads_gzipped_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # old sessions' raw results are kept as FILE.json.gz (the device's working tree is capped)
+    # raw results are kept compressed as FILE.json.gz (benchmarks/results/bench)
     import gzip
 
     a, b = tmp_path / "a.json.gz", tmp_path / "b.json"
@@ -124,31 +128,29 @@ def test_merge_rejects_non_bench_file(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_match_selects_the_1x1_layers() -> None:
-    from convdoctor.tune.cmd_bench import _matching
-    from convdoctor.tune.suites import load_suite
+    from convdoctor.bench.suites import load_suite, matching
 
     entries = list(load_suite("cnn-layers").entries)
-    got = _matching(entries, r" r=1 s=1 \S+ pad_pre=0,0 pad_post=0,0 .*groups=1 ", "fprop",
+    got = matching(entries, r" r=1 s=1 \S+ pad_pre=0,0 pad_post=0,0 .*groups=1 ", "fprop",
                     "float32", "nchw", "tf32")
     assert 20 < len(got) < len(entries)
     assert all(e.problem().kernel == (1, 1) for e in got)
-    assert [e.name for e in _matching(entries, "^vgg16 ", "fprop", "float32", "nchw",
+    assert [e.name for e in matching(entries, "^vgg16 ", "fprop", "float32", "nchw",
                                       "tf32")] == [e.name for e in entries if e.group == "vgg16"]
 
 
 @pytest.mark.parametrize("bad", ["(", "no-such-problem-anywhere"])
 def test_bad_match_is_a_usage_error(bad: str) -> None:
-    from convdoctor.tune.cmd_bench import _matching
-    from convdoctor.tune.suites import load_suite
+    from convdoctor.bench.suites import load_suite, matching
 
     with pytest.raises(UsageError, match="--match"):
-        _matching(list(load_suite("cnn-layers").entries), bad, "fprop", "float32", "nchw", "tf32")
+        matching(list(load_suite("cnn-layers").entries), bad, "fprop", "float32", "nchw", "tf32")
 
 
 def test_failure_summary_counts_reasons() -> None:
+    from convdoctor.bench.arms import failure_summary
     from convdoctor.problem import ConvProblem
     from convdoctor.tune.backend import Candidate
-    from convdoctor.tune.cmd_bench import failure_summary
     from convdoctor.tune.result import CandidateStats, TuneResult
 
     def st(key: str, status: str, reason: str = "") -> CandidateStats:
@@ -170,9 +172,9 @@ def test_failure_summary_counts_reasons() -> None:
 
 
 def test_candidate_digest_keeps_fastest_and_unexplained() -> None:
+    from convdoctor.bench.arms import candidate_digest
     from convdoctor.problem import ConvProblem
     from convdoctor.tune.backend import Candidate
-    from convdoctor.tune.cmd_bench import candidate_digest
     from convdoctor.tune.result import CandidateStats, TuneResult
 
     def st(key: str, status: str, med: float | None = None, reason: str = "") -> CandidateStats:
@@ -198,7 +200,7 @@ def test_candidate_digest_keeps_fastest_and_unexplained() -> None:
 
 
 def test_rows_whose_runs_disagree_say_whether_their_walks_shared_seeds() -> None:
-    from convdoctor.tune.cmd_bench import disagreement_lines
+    from convdoctor.bench.report import disagreement_lines
 
     def row(stab: float | None, seeds1: list[str], seeds2: list[str]) -> dict:
         rec = [{"refinement": {"seeds": [[k, 1.0] for k in s]}} if s else {}
@@ -221,14 +223,14 @@ def test_rows_whose_runs_disagree_say_whether_their_walks_shared_seeds() -> None
 
 
 def test_rows_slower_than_pytorch_say_what_each_tuning_run_measured() -> None:
-    from convdoctor.tune.cmd_bench import slower_lines
+    from convdoctor.bench.report import slower_lines
 
     def row(vs_best: float | None, digests: list[list[list]]) -> dict:
         return {"problem": "fprop 32x2048x8x8 k320", "speedup_vs_best": vs_best,
                 "winners": ["cudnn:a", "cudnn:a"], "tune_candidates": digests}
 
-    # session 16's Mixed_7c.branch1x1 shape: the runs timed PyTorch's path faster and chose the
-    # plan anyway; and the encoder.conv2 shape: the run saw its winner faster
+    # H100 fp32, the Mixed_7c.branch1x1 shape: the runs timed PyTorch's path faster and chose
+    # the plan anyway; and the encoder.conv2 shape: the run saw its winner faster
     saw_torch = [["torch:gemm", "ok", 28.7, ""], ["torch:heuristic", "ok", 28.89, ""],
                  ["cudnn:a", "ok", 29.95, ""], ["torch:benchmark", "ok", 30.78, ""]]
     saw_win = [["cudnn:a", "ok", 97.0, ""], ["torch:benchmark", "ok", 97.79, ""]]
@@ -254,8 +256,8 @@ def test_rows_slower_than_pytorch_say_what_each_tuning_run_measured() -> None:
 
 def test_pytorch_paths_outside_the_tolerance_are_counted_and_named(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # session 19: one fp32 TF32 wgrad row had no benchmark=True time (its pick missed our
-    # tolerance); the vs-benchmark figures silently covered 62 of 63 rows
+    # an H100 fp32 TF32 wgrad row had no benchmark=True time (its pick missed our tolerance):
+    # the vs-benchmark figures covered 62 of 63 rows, which the output must say
     timed = _row("p1", 2.0, 1.5, 1.0)
     timed["pytorch_outside_tolerance"] = {"torch:benchmark": 2.09e-3}
     missing = _row("p2", 1.0, 1.0, 1.0)
@@ -274,8 +276,9 @@ def test_pytorch_paths_outside_the_tolerance_are_counted_and_named(
 def test_the_pytorch_arm_times_its_paths_outside_the_tolerance() -> None:
     from tune_fakes import SimBackend, SimCandidate, SimWorld
 
+    from convdoctor.bench.arms import ArmSpec, pytorch_arm
     from convdoctor.problem import ConvProblem
-    from convdoctor.tune.cmd_bench import _pytorch_arm
+    from convdoctor.settings import Settings
 
     class Fresh(SimBackend):
         def __enter__(self) -> Fresh:
@@ -293,7 +296,8 @@ def test_the_pytorch_arm_times_its_paths_outside_the_tolerance() -> None:
         SimCandidate("torch:benchmark", 1e-4, wrong=True, wrong_err=2.09e-3, pinned=False)],
         noise_sigma=0.01, outlier_p=0.0)
     p = ConvProblem.parse("fprop n=1 c=4 h=8 w=8 k=4 r=3 s=3 pad=1")
-    out = _pytorch_arm([p], "sim", 0.2, 10.0, Bar(), fresh=Fresh(w))[p.key()]
+    spec = ArmSpec("sim", 0.2, 10.0, Settings())
+    out = pytorch_arm([p], spec, Bar(), fresh=Fresh(w))[p.key()]
     assert out["benchmark_s"] == pytest.approx(1e-4, rel=0.1)
     assert out["heuristic_s"] == pytest.approx(2e-4, rel=0.1)
     assert out["outside_tolerance"] == {"torch:benchmark": 2.09e-3}
@@ -303,27 +307,29 @@ def test_the_referee_times_pytorch_paths_outside_the_tolerance(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
+    from convdoctor.bench.arms import ArmSpec
+    from convdoctor.bench.referee import OUTSIDE_KEY, referee_arm
     from convdoctor.problem import ConvProblem
-    from convdoctor.tune.cmd_bench import OUTSIDE_KEY, _referee_arm
+    from convdoctor.settings import Settings
 
     class Bar:
         def update(self, n: int, text: str) -> None:
             pass
 
     pp = os.environ.get("PYTHONPATH", "")       # the worker process imports tune_fakes
-    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent) + (os.pathsep + pp if pp else ""))
+    monkeypatch.setenv("PYTHONPATH", TUNE_TESTS + (os.pathsep + pp if pp else ""))
     p = ConvProblem.parse("fprop n=1 c=4 h=8 w=8 k=4 r=3 s=3 pad=1")
     keys = {p.key(): ["torch:heuristic", "torch:benchmark", "eng:x", "eng:bad", "eng:pick"]}
-    spec = "tune_fakes:make_outside_tolerance_backend"
-    out = _referee_arm([p], keys, spec, 0.2, 30.0, Bar())
+    spec = ArmSpec("tune_fakes:make_outside_tolerance_backend", 0.2, 30.0, Settings())
+    out = referee_arm([p], keys, spec, Bar())
     # PyTorch's own paths are timed; a plan that misses the tolerance is not (it is no path of
     # PyTorch's: the tuner would have disqualified it)
     assert set(out[p.key()]) == {"torch:heuristic", "torch:benchmark", "eng:x"}
     assert out[p.key()]["torch:benchmark"] == pytest.approx(1e-4, rel=0.1)
     assert out[OUTSIDE_KEY] == {p.key(): {"torch:benchmark": 2.09e-3}}
     # benchmark=True's pick on the CPU is a candidate key: the bench names it per problem
-    out = _referee_arm([p], keys, spec, 0.2, 30.0, Bar(),
-                       pytorch_for={p.key(): {"torch:heuristic", "eng:pick"}})
+    out = referee_arm([p], keys, spec, Bar(),
+                      pytorch_for={p.key(): {"torch:heuristic", "eng:pick"}})
     assert set(out[p.key()]) == {"torch:heuristic", "eng:x", "eng:pick"}
     assert out[OUTSIDE_KEY] == {p.key(): {"eng:pick": 2.2e-3}}
 
@@ -336,10 +342,10 @@ def test_a_bench_row_names_pytorch_paths_timed_outside_the_tolerance(
     import argparse
     import os
 
-    from convdoctor.tune import cmd_bench
+    from convdoctor.cli import bench as cmd_bench
 
     pp = os.environ.get("PYTHONPATH", "")
-    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent) + (os.pathsep + pp if pp else ""))
+    monkeypatch.setenv("PYTHONPATH", TUNE_TESTS + (os.pathsep + pp if pp else ""))
     suite = tmp_path / "s.json"
     suite.write_text(json.dumps({"name": "tiny", "problems": [
         {"group": "g", "name": "a", "problem": "n=1 c=4 h=8 w=8 k=4 r=3 s=3 pad=1"}]}))

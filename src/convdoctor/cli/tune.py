@@ -12,7 +12,7 @@ from ..problem import PARSE_HELP, ConvProblem
 from ..settings import Settings, current
 
 if TYPE_CHECKING:
-    from .result import TuneResult
+    from ..tune.result import TuneResult
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -100,10 +100,10 @@ def open_db(args: argparse.Namespace) -> Any:
 def make_backend(name: str, *, isolate: bool, timeout_s: float,
                  settings: Settings | None = None) -> Any:
     if isolate:
-        from .worker import WorkerBackend
+        from ..tune.worker import WorkerBackend
 
         return WorkerBackend(name, timeout_s=timeout_s, settings=settings)
-    from .backend import get_backend
+    from ..tune.backend import get_backend
 
     return get_backend(name, settings)
 
@@ -130,7 +130,7 @@ def _trace_config(path: str | None) -> Any:
     """A `HarnessConfig` tracing to `path` (checked writable now), or None without --trace."""
     if not path:
         return None
-    from .harness import HarnessConfig, file_trace
+    from ..tune.harness import HarnessConfig, file_trace
 
     try:
         with open(path, "a", encoding="utf-8"):
@@ -141,10 +141,10 @@ def _trace_config(path: str | None) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cli import emit
+    from . import emit
     from ..progress import Progress
-    from .harness import environment_of, tune_problem
-    from .render import candidate_table, summary_row, summary_table
+    from ..tune.harness import environment_of, tune_problem
+    from ..tune.render import candidate_table, summary_row, summary_table
 
     problems = _problems(args)
     if args.budget is not None and args.budget <= 0:

@@ -12,6 +12,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .cmd_env import run_diagnosis
+    from .env import run_diagnosis
 
     return run_diagnosis(args, smoke=False if args.no_smoke else None)

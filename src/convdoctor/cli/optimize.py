@@ -70,9 +70,9 @@ def run(args: argparse.Namespace) -> int:
     import copy
 
     from ..check.models import load_model, parse_shape
-    from ..cli import emit
     from ..measure.steps import make_step, median, time_interleaved
-    from .optimizer import optimize, report_of
+    from ..runtime.optimizer import optimize, report_of
+    from . import emit
 
     if args.steps < 1:
         raise UsageError("--steps must be >= 1")

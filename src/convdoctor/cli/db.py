@@ -8,8 +8,9 @@ from typing import Any
 
 from ..argtypes import finite_float
 from ..errors import UsageError
+from . import env_name
 
-DB_HELP = "database file (default: CONVDOCTOR_DB or the user cache dir)"
+DB_HELP = f"database file (default: {env_name('db')} or the user cache dir)"
 
 
 def _db_option(p: argparse.ArgumentParser) -> None:
@@ -83,16 +84,16 @@ def _when(ts: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cli import emit
-    from . import TuningDB
+    from ..db import TuningDB
+    from . import emit
 
     action = getattr(args, "db_command", None)
     if not action:
         raise UsageError("say what to do: convdoctor db list|export PATH|import PATH|prune ...")
     records = None
     if action == "import":      # the whole file is checked before the database is opened
-        from .importfile import load_export
-        from .store import SCHEMA_VERSION
+        from ..db.importfile import load_export
+        from ..db.store import SCHEMA_VERSION
 
         records = load_export(args.path, schema_version=SCHEMA_VERSION)
     db = TuningDB(args.db, read_only=action in ("list", "export"))

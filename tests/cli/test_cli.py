@@ -62,3 +62,12 @@ def test_report_exit_codes(severities: tuple[str, ...], code: int) -> None:
 def test_finding_rejects_unknown_severity() -> None:
     with pytest.raises(ValueError):
         Finding(id="x", severity="fatal", title="t")  # type: ignore[arg-type]
+
+
+def test_an_internal_error_names_the_debug_switch(monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("CONVDOCTOR_DEBUG", raising=False)
+    assert cli._internal(ValueError("boom")) == 2
+    err = capsys.readouterr().err
+    assert "internal error: ValueError: boom" in err
+    assert "Run again with CONVDOCTOR_DEBUG=1 to see the traceback" in err

@@ -23,10 +23,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_diagnosis(args: argparse.Namespace, *, smoke: bool | None) -> int:
-    from ..cli import emit
-    from .engine import diagnose
-    from .render import render
-    from .system import System
+    from ..env.engine import diagnose
+    from ..env.render import render
+    from ..env.system import System
+    from . import emit
 
     system = System(subprocess_ok=not getattr(args, "no_subprocess", False))
     report = diagnose(smoke=smoke, system=system, run_conv=not getattr(args, "no_conv", False),
@@ -41,9 +41,9 @@ def run_diagnosis(args: argparse.Namespace, *, smoke: bool | None) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from ..cli import emit
+    from ..env import compare
     from ..errors import UsageError
-    from . import compare
+    from . import emit
 
     if len(args.compare) < 2:
         raise UsageError("--compare needs at least two reports", hint="convdoctor env --compare node1.json node2.json")

@@ -15,7 +15,7 @@ from convdoctor.cli import main
 from convdoctor.textsafe import clean, one_line, use_color
 
 PROBLEM = "fprop n=1 c=8 h=8 w=8 k=8 r=3 s=3 pad=1"
-SRC = str(Path(__file__).resolve().parents[1] / "src")
+SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 BAD = {
     "tune --limit -1": ["tune", "--problem", PROBLEM, "--limit", "-1"],

@@ -1,7 +1,7 @@
 """bench --merge keeps provenance: which file gave each row, which code measured it, one stack only.
 
-Session 25 joined its 80 re-measured fp32 dgrad rows with session 22's 21 strided rows; the merged
-file said neither which rows were whose nor that two code versions measured them.
+A merge of 80 re-measured fp32 dgrad rows with 21 strided rows measured by other code must say
+which rows are whose, and that two code versions measured them.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_tune_bench_shard import _doc, _row
+from test_bench_shard import _doc, _row
 
+from convdoctor.bench.merge import provenance_lines
+from convdoctor.bench.resume import load_partial
 from convdoctor.cli import main
 from convdoctor.errors import UsageError
-from convdoctor.tune.bench_merge import provenance_lines
-from convdoctor.tune.cmd_bench import load_partial
 from convdoctor.tune.provenance import code_identity, code_label, same_code, source_hash
 
 H100 = {"gpu_name": "NVIDIA H100 80GB HBM3", "sm_count": "132", "compute_capability": "9.0",
@@ -104,7 +104,7 @@ def test_a_mixture_survives_a_second_merge(tmp_path: Path,
 
 def test_files_without_a_code_record_are_named(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # session 22-25 shard files predate `code`: they cannot be told apart, so the merge says so
+    # shard files without `code` cannot be told apart, so the merge says so
     a = _write(tmp_path / "a.json", [_row("p1", 1.0, 1.0, 1.0)], H100)
     b = _write(tmp_path / "b.json", [_row("p2", 1.0, 1.0, 1.0)], H100, NEW)
     _, text = _merge(capsys, a, b)
@@ -240,7 +240,7 @@ def test_code_identity_in_a_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert code_identity(str(pkg))["dirty"] is False
     (pkg / "__init__.py").write_text("x = 1\n")
     assert code_identity(str(pkg))["dirty"] is True
-    # a copied tree with a stale .git (session 26's GPU copy): the caller's name wins, and what
+    # a copied tree with a stale .git: the caller's name wins, and what
     # git said is kept beside it
     git_commit = code_identity(str(pkg))["commit"]
     monkeypatch.setenv("CONVDOCTOR_CODE_COMMIT", "aeb4d0b")

@@ -1,10 +1,11 @@
 """The `convdoctor` command line.
 
-Subcommands live in their capability's package; this module only knows their names, their one-line
-help and the module that implements them, so `convdoctor --help` imports nothing heavy (no torch).
-Each command module exposes `add_arguments(parser)` and `run(args) -> int` (the exit code:
+Each subcommand is a module of this package (`cli/<command>.py`: its arguments and its output; the
+work is done by the capability's package). This module only knows their names, their one-line help
+and their modules, so `convdoctor --help` imports nothing heavy (no torch). Each command module
+exposes `add_arguments(parser)` and `run(args) -> int` (the exit code:
 0 ok, 1 warnings, 2 errors). Errors meant for the user (`ConvdoctorError`) become one clear message
-and exit code 2; nothing prints a traceback unless CONVDOCTOR_DEBUG=1.
+and exit code 2; nothing prints a traceback unless the `debug` setting is on (`settings.py`).
 """
 
 from __future__ import annotations
@@ -17,21 +18,21 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from ._version import __version__
-from .errors import ConvdoctorError
-from .textsafe import clean
+from .._version import __version__
+from ..errors import ConvdoctorError
+from ..textsafe import clean
 
 # (name, module, one-line help). Order is the order shown in --help.
 COMMANDS: tuple[tuple[str, str, str], ...] = (
-    ("doctor", "convdoctor.env.cmd_doctor", "diagnose this machine end to end (env + GPU smoke test)"),
-    ("env", "convdoctor.env.cmd_env", "probe driver, GPUs, CUDA/cuDNN libraries and frameworks; find what is broken"),
-    ("check", "convdoctor.check.cmd", "find convolutions cuDNN will reject (or run slowly) before it sees them"),
-    ("explain", "convdoctor.explain.cmd_explain", "name the root cause of a cuDNN/CUDA error message or log, with the fix"),
-    ("run", "convdoctor.explain.cmd_run", "run a command; if it fails, explain why (exit code preserved)"),
-    ("tune", "convdoctor.tune.cmd_tune", "find the fastest correct engine for each convolution and remember it"),
-    ("bench", "convdoctor.tune.cmd_bench", "benchmark a suite: PyTorch heuristics vs benchmark=True vs convdoctor"),
-    ("db", "convdoctor.db.cmd", "list, export, import and prune the tuning database"),
-    ("optimize", "convdoctor.runtime.cmd", "run a model on tuned engines; print the plan and the measured speedup"),
+    ("doctor", "convdoctor.cli.doctor", "diagnose this machine end to end (env + GPU smoke test)"),
+    ("env", "convdoctor.cli.env", "probe driver, GPUs, CUDA/cuDNN libraries and frameworks; find what is broken"),
+    ("check", "convdoctor.cli.check", "find convolutions cuDNN will reject (or run slowly) before it sees them"),
+    ("explain", "convdoctor.cli.explain", "name the root cause of a cuDNN/CUDA error message or log, with the fix"),
+    ("run", "convdoctor.cli.run", "run a command; if it fails, explain why (exit code preserved)"),
+    ("tune", "convdoctor.cli.tune", "find the fastest correct engine for each convolution and remember it"),
+    ("bench", "convdoctor.cli.bench", "benchmark a suite: PyTorch heuristics vs benchmark=True vs convdoctor"),
+    ("db", "convdoctor.cli.db", "list, export, import and prune the tuning database"),
+    ("optimize", "convdoctor.cli.optimize", "run a model on tuned engines; print the plan and the measured speedup"),
     ("report", "convdoctor.htmlreport.cmd", "write one self-contained HTML page: diagnosis, tuning, roofline, bench, optimize"),
 )
 
@@ -39,9 +40,9 @@ EPILOG = "Every command takes --json for machine-readable output. Exit codes: 0 
 
 
 def _debug() -> bool:
-    """The `debug` setting; a malformed CONVDOCTOR_DEBUG counts as off here (the message about it
-    comes from the command that reads the settings)."""
-    from .settings import current
+    """The `debug` setting; a malformed value counts as off here (the message about it comes
+    from the command that reads the settings)."""
+    from ..settings import current
 
     try:
         return current().debug
@@ -98,7 +99,7 @@ class _ClosedInput:
     """sys.stdin when file descriptor 0 is closed: reading it is a usage error."""
 
     def _closed(self, *args: Any) -> NoReturn:
-        from .errors import UsageError
+        from ..errors import UsageError
 
         raise UsageError("standard input is closed: nothing to read",
                          hint="pipe the text in, or give it as an argument or a file")
@@ -238,11 +239,18 @@ def _internal(exc: BaseException) -> int:
         raise exc
     print(
         f"convdoctor: internal error: {type(exc).__name__}: {clean(exc)}\n"
-        "  This is a bug in convdoctor. Run again with CONVDOCTOR_DEBUG=1 to see the traceback, "
+        f"  This is a bug in convdoctor. Run again with {env_name('debug')}=1 to see the traceback, "
         "and report it.",
         file=sys.stderr,
     )
     return 2
+
+
+def env_name(setting: str) -> str:
+    """The environment variable of a setting (`settings.py` declares them), for help and messages."""
+    from ..settings import declared
+
+    return next(d["env"] for d in declared() if d["name"] == setting)
 
 
 def emit(args: argparse.Namespace, payload: Any, human: str, *, color: bool = False) -> None:
@@ -250,7 +258,7 @@ def emit(args: argparse.Namespace, payload: Any, human: str, *, color: bool = Fa
     as an escape (`textsafe.clean`); `color`: the text holds convdoctor's own colour sequences,
     whose untrusted parts were cleaned before they were coloured."""
     if getattr(args, "json", False):
-        from .report import dumps
+        from ..report import dumps
 
         print(dumps(payload))
     else:

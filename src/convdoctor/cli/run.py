@@ -282,7 +282,7 @@ def run_command(cmd: list[str], *, out: Any = None, err: Any = None,
                 env: dict[str, str] | None = None) -> RunOutcome:
     """Run `cmd`, copy its stdout/stderr through as they arrive, scan them (CommandNotRun when it
     cannot start)."""
-    from .scan import Scanner
+    from ..explain.scan import Scanner
 
     out = out if out is not None else _binary(sys.stdout)
     err = err if err is not None else _binary(sys.stderr)
@@ -313,9 +313,9 @@ def run_command(cmd: list[str], *, out: Any = None, err: Any = None,
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..explain import _live
+    from ..explain.engine import analyze
     from ..report import dumps
-    from . import _live
-    from .engine import analyze
 
     cmd = list(args.cmd or [])
     if cmd and cmd[0] == "--":
