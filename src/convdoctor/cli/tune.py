@@ -141,10 +141,10 @@ def _trace_config(path: str | None) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from . import emit
     from ..progress import Progress
     from ..tune.harness import environment_of, tune_problem
     from ..tune.render import candidate_table, summary_row, summary_table
+    from . import emit
 
     problems = _problems(args)
     if args.budget is not None and args.budget <= 0:
