@@ -253,23 +253,32 @@ def test_cli_prints_plan_and_measured_speedup(tmp_path: Path) -> None:
     assert "-> speedup " in p.stdout and "% interval " in p.stdout
 
 
-def test_cli_says_when_nothing_won(tmp_path: Path) -> None:
-    """No tuned choice, channels_last and graphs off: only routing is decided. When it loses, the
-    CLI prints no speedup: the model runs as PyTorch runs it."""
+def test_cli_says_when_nothing_won(tmp_path: Path, monkeypatch) -> None:
+    """No tuned choice, channels_last and graphs off, and every step costing the same (a
+    synthetic clock): routing ties, so nothing is kept. The CLI prints no speedup: the model runs
+    as PyTorch runs it."""
+    from rt_clock import FakeClock, use_clock
+
+    use_clock(monkeypatch, FakeClock(tick=1e-4))
     f = tmp_path / "net.py"
     f.write_text("import torch.nn as nn\n"
                  "def make():\n"
                  "    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.Flatten())\n")
-    p = _cli(f"{f}:make", "--input-shape", "2,3,8,8", "--db", str(tmp_path / "db.sqlite3"),
-             "--no-tune", "--steps", "4", "--channels-last", "off", "--graphs", "off",
-             "--inference", "--json")
+    args = (f"{f}:make", "--input-shape", "2,3,8,8", "--db", str(tmp_path / "db.sqlite3"),
+            "--no-tune", "--steps", "4", "--channels-last", "off", "--graphs", "off",
+            "--inference")
+    p = _cli(*args, "--json")
     assert p.returncode == 0, p.stderr
     data = json.loads(p.stdout)
-    if data["report"]["routing"]:  # PyTorch's routes through the wrapper won: a measurement
-        assert data["speedup"] is not None
-        return
+    assert not data["report"]["routing"]
     assert data["speedup"] is None and data["step_ms"] == {} and data["speedup_ci"] == []
     assert data["report"]["speedup_source"].startswith("no layout, routing or graph variant")
+    p = _cli(*args)
+    assert p.returncode == 0, p.stderr
+    assert "  routing: off (" in p.stdout and "speedup" not in p.stdout
+    assert p.stdout.rstrip().endswith(
+        "  end to end: no layout, routing or graph variant was measured faster: optimize "
+        "leaves the model as PyTorch runs it")
 
 
 @pytest.mark.parametrize("args,msg", [
