@@ -17,7 +17,6 @@ from convdoctor.runtime.options import OptimizeOptions
 from convdoctor.runtime.report import OptimizeReport
 from convdoctor.runtime.verdicts import graphs_choice
 
-
 CLOCK = FakeClock()
 
 

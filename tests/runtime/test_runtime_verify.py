@@ -21,7 +21,6 @@ from convdoctor.runtime.record import record_calls
 from convdoctor.runtime.report import DirectionChoice, LayerChoice, OptimizeReport
 from convdoctor.runtime.verify import verify_routing
 
-
 CLOCK = FakeClock()
 
 
