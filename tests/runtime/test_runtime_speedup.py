@@ -157,8 +157,9 @@ def test_the_speedup_is_measured_for_the_model_left_against_the_model_as_given(
     assert rep.speedup_source.startswith(f"measured: the model as given and as optimized, "
                                          f"{SPEEDUP_ROUNDS} interleaved rounds")
     assert summary_line(rep) == (
-        "convdoctor: 1 convolution problem (0 from the database, 1 on PyTorch's path); measured 1.25x (1.25-1.25) "
-        "over the model as given: routing on, channels_last off, CUDA graphs off")
+        "convdoctor: 1 convolution problem (0 from the database, 1 on PyTorch's path); "
+        "measured 1.25x (1.25-1.25) over the model as given: routing on, channels_last off, "
+        "CUDA graphs off")
 
 
 def test_when_every_decision_loses_the_model_runs_as_pytorch_runs_it(monkeypatch) -> None:

@@ -91,9 +91,9 @@ def record_undone(report: OptimizeReport) -> None:
                             ("routing", report.routing), ("CUDA graphs", report.graphs)) if on]
     report.notes.append(
         f"the optimized model ({', '.join(what)}) was not measured faster than the model as "
-        f"given end to end (as given {ms['as_given']:.3f} ms, optimized {ms['optimized']:.3f} ms per "
-        f"step; per-round ratio {report.speedup:.3f}, interval {lo:.3f}-{hi:.3f}): every change "
-        f"undone")
+        f"given end to end (as given {ms['as_given']:.3f} ms, optimized "
+        f"{ms['optimized']:.3f} ms per step; per-round ratio {report.speedup:.3f}, interval "
+        f"{lo:.3f}-{hi:.3f}): every change undone")
     undone = "; undone: the whole was not measured faster end to end"
     if report.channels_last:
         report.channels_last, report.channels_last_reason = False, \

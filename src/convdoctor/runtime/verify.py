@@ -26,8 +26,9 @@ def verify_routing(model: torch.nn.Module, inputs: Any, sites: Sites, report: Op
                    opts: OptimizeOptions, dev: str, keep_sites: bool = False) -> None:
     """Time the routed model against routing off, and (when there are graph routes) against the
     routes ranked without host cost per plan call; keep the fastest routing only when it is
-    faster beyond noise. Graph routes that win eagerly become the eager routes. When routing loses, the
-    sites are uninstalled unless `keep_sites` (the graphs decision times them under graphs)."""
+    faster beyond noise. Graph routes that win eagerly become the eager routes. When routing
+    loses, the sites are uninstalled unless `keep_sites` (the graphs decision times them under
+    graphs)."""
     try:
         twin = copy.deepcopy(model)  # sites are shared with the copy; BN statistics are not
     except Exception as exc:  # noqa: BLE001
