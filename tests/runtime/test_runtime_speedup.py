@@ -198,6 +198,12 @@ def test_a_change_asked_for_is_kept_and_its_figure_reported(monkeypatch) -> None
         in summary_line(rep)
 
 
+def test_graphs_asked_for_where_there_are_none_protect_nothing(monkeypatch) -> None:
+    m, rep = _optimize(monkeypatch, {"given": 1.0, "unrouted": 1.15, "routed": 1.035},
+                       graphs=True)
+    assert not rep.graphs and not rep.routing and _as_pytorch_runs_it(m)
+
+
 def test_without_verify_nothing_is_timed_and_no_speedup_is_claimed(monkeypatch) -> None:
     m, rep = _optimize(monkeypatch, {"given": 1.0, "unrouted": 1.0, "routed": 1.0},
                        verify=False)

@@ -201,7 +201,7 @@ def _confirm(model: torch.nn.Module, given: torch.nn.Module, inputs: Any,
         return
     if not measure_speedup(given, model, inputs, opts, report, dev):
         return
-    if not confirmed(report) and not forced(opts):
+    if not confirmed(report) and not forced(opts, report):
         record_undone(report)
         restore(model)
         attach(model, OptimizedState(report))  # as PyTorch runs it; the report stays readable

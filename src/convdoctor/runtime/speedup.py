@@ -78,9 +78,10 @@ def confirmed(report: OptimizeReport) -> bool:
     return bool(report.speedup_ci) and report.speedup_ci[0] > 1.0
 
 
-def forced(opts: OptimizeOptions) -> bool:
-    """Was a change asked for (kept whatever it measures)?"""
-    return opts.channels_last is True or opts.graphs is True
+def forced(opts: OptimizeOptions, report: OptimizeReport) -> bool:
+    """Is a change in place that was asked for (kept whatever it measures)?"""
+    return (opts.channels_last is True and report.channels_last) or \
+        (opts.graphs is True and report.graphs)
 
 
 def record_undone(report: OptimizeReport) -> None:
