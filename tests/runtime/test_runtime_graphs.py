@@ -181,7 +181,8 @@ def test_layout_is_decided_under_graphs_too_gpu(train: bool) -> None:
     ms = rep.layout_ms
     best_a = min(ms["as_given"], ms["as_given_graphed"])
     best_c = min(ms["channels_last"], ms["channels_last_graphed"])
-    assert rep.channels_last == (best_c < best_a * (1 - rep.margins["layout"]))
+    if rep.channels_last:  # kept only when faster beyond noise (medians and round by round)
+        assert best_c < best_a * (1 - rep.margins["layout"])
     assert "graphed" in rep.channels_last_reason
     if train:
         torch.testing.assert_close(m(x), ref(x), rtol=1e-3, atol=1e-3)
