@@ -37,7 +37,7 @@ class OptimizeOptions:
     budget_s: float = 2.0
     steps: int = 10
     margin: float | None = None
-    progress: Any = None
+    progress: Any = None                 # None (as the terminal allows), True, False, an object
     isolate: bool = True
     tune_time_limit_s: float | None = None
     graphs: bool | str = "auto"
@@ -57,6 +57,10 @@ class OptimizeOptions:
             raise UsageError(f"steps must be a whole number >= 1, not {self.steps!r}")
         if not (_real(self.budget_s) and self.budget_s > 0):
             raise UsageError(f"budget_s must be a number of seconds > 0, not {self.budget_s!r}")
+        p = self.progress
+        if not (p is None or isinstance(p, bool) or callable(getattr(p, "update", None))):
+            raise UsageError(f"progress must be None, True, False or an object with "
+                             f"update(n, note), not {type(p).__name__}")
         t = self.tune_time_limit_s
         if t is not None and not (_real(t) and t >= 0):
             raise UsageError(f"tune_time_limit_s must be a number of seconds >= 0 or None, "

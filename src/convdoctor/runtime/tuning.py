@@ -12,7 +12,9 @@ from typing import Any
 
 from ..problem import ConvProblem
 from ..settings import Settings
+from .feedback import Clock, tuning_feedback
 from .options import OptimizeOptions
+from .quiet import own_steps
 from .report import OptimizeReport
 
 # problem key -> (tuning result, "db" | "tuned")
@@ -101,7 +103,7 @@ def _won(res: Any) -> bool:
 
 
 def find_results(problems: dict[str, ConvProblem], opts: OptimizeOptions,
-                 report: OptimizeReport) -> Results:
+                 report: OptimizeReport, *, clock: Clock = time.monotonic) -> Results:
     """A tuning result with a winner for each problem that has one: from the database, else
     tuned (`opts.tune_missing`, within `opts.tune_time_limit_s`). Counts and notes go to
     `report`; a problem without a result runs PyTorch's path."""
@@ -109,7 +111,7 @@ def find_results(problems: dict[str, ConvProblem], opts: OptimizeOptions,
     tuning = Tuning.of(opts)
     if not tuning.available:
         report.notes.append(tuning.why + "; every convolution runs PyTorch's path")
-    t0 = time.monotonic()
+    t0 = clock()
     try:
         missing = []
         for pk, p in problems.items():
@@ -120,46 +122,46 @@ def find_results(problems: dict[str, ConvProblem], opts: OptimizeOptions,
             else:
                 missing.append((pk, p))
         if missing and opts.tune_missing and tuning.available:
-            _tune_missing(tuning, missing, opts, report, results, t0)
+            _tune_missing(tuning, missing, opts, report, results, t0, clock)
     finally:
         tuning.close()
-    report.tuning_s = time.monotonic() - t0
+    report.tuning_s = clock() - t0
     report.untuned = len(problems) - len(results)
     return results
 
 
 def _tune_missing(tuning: Tuning, missing: list[tuple[str, ConvProblem]], opts: OptimizeOptions,
-                  report: OptimizeReport, results: Results, t0: float) -> None:
-    """Tune `missing` in order with a progress bar (the caller's `opts.progress`, or one of our
-    own), until `opts.tune_time_limit_s` after `t0`; winners go to `results`."""
-    prog = opts.progress
-    if prog is None:
-        from ..progress import Progress
-
-        prog = Progress(len(missing), "convdoctor: tuning")
+                  report: OptimizeReport, results: Results, t0: float, clock: Clock) -> None:
+    """Tune `missing` in order, reporting to the feedback `opts.progress` asks for
+    (`feedback.tuning_feedback`), until `opts.tune_time_limit_s` after `t0`; winners go to
+    `results`."""
+    fb = tuning_feedback(opts.progress, len(missing), now=clock)
     limit = opts.tune_time_limit_s
     try:
         skipped = 0
         for pk, p in missing:
-            if limit is not None and time.monotonic() - t0 > limit:
+            if limit is not None and clock() - t0 > limit:
                 skipped += 1
                 continue
-            prog.update(0, p.short())
+            fb.start(p)
+            t = clock()
+            why = ""
             try:
-                res = tuning.tune(p, prog)
+                with own_steps():
+                    res = tuning.tune(p, fb.progress)
             except Exception as exc:  # noqa: BLE001 - one problem failing keeps PyTorch's path
-                report.notes.append(f"tuning {p.short()} failed: {type(exc).__name__}: {exc}")
+                why = f"failed: {type(exc).__name__}: {exc}"
+                report.notes.append(f"tuning {p.short()} {why}")
                 res = None
-            prog.update(1, p.short())
             if _won(res):
                 results[pk] = (res, "tuned")
                 report.tuned += 1
             elif res is not None:
                 why = "; ".join(getattr(res, "notes", []) or []) or "no candidate won"
                 report.notes.append(f"{p.short()}: not tuned ({why}); PyTorch's path")
+            fb.done(p, res, clock() - t, why)
         if skipped:
             report.notes.append(f"tuning time limit ({limit:.0f} s) reached: "
                                 f"{skipped} problems not tuned, PyTorch's path")
     finally:
-        if opts.progress is None:
-            prog.close()
+        fb.close()
