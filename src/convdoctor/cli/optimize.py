@@ -37,6 +37,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "default), kept whenever capture works (on) or off; CUDA only")
     p.add_argument("--db", default=None, help="tuning database path (default: CONVDOCTOR_DB or "
                                               "the user cache)")
+    p.add_argument("--tuning", choices=("quick", "thorough"), default="quick",
+                   help="quick (default): the short listing and prescreen of "
+                        "docs/configuration.md, for results within the minute; thorough: every "
+                        "candidate convdoctor can list")
     p.add_argument("--no-tune", action="store_true",
                    help="use only what the database holds; PyTorch's path for the rest")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
@@ -96,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         optimize(model, x, train=args.train, db=args.db, tune_missing=not args.no_tune,
                  channels_last=cl, graphs=on_off[args.graphs],
                  budget_s=args.budget, steps=max(4, args.steps // 2), margin=margin,
-                 backend="cuda" if dev == "cuda" else "cpu")
+                 backend="cuda" if dev == "cuda" else "cpu", tuning=args.tuning)
     except UsageError:
         raise
     except RuntimeError as exc:

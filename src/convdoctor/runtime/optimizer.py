@@ -73,7 +73,8 @@ def optimize(model: Any, example_inputs: Any = None, train: bool = True, db: Any
              tune_on_first_sight: bool = False, backend: str = "auto", verify: bool = True,
              budget_s: float = 2.0, steps: int = 10, margin: float | None = None,
              progress: Any = None, isolate: bool = True,
-             tune_time_limit_s: float | None = None, graphs: bool | str = "auto") -> Any:
+             tune_time_limit_s: float | None = None, graphs: bool | str = "auto",
+             tuning: str = "quick") -> Any:
     """Route every convolution of `model` to its tuned winner; returns the same model object.
 
     db: a `convdoctor.db.TuningDB`, a path, None (the default database) or False (no database).
@@ -96,6 +97,9 @@ def optimize(model: Any, example_inputs: Any = None, train: bool = True, db: Any
     tune_time_limit_s: stop tuning new problems after this long (the rest: PyTorch's path).
     graphs: "auto" (capture CUDA graphs of the whole forward/backward, keep them only when measured
         faster), True (keep them when capture works) or False.
+    tuning: "quick" (default: `convdoctor.settings.QUICK` over the settings left at their
+        defaults, for results within the minute) or "thorough" (the settings as given). A result
+        tuned thoroughly is used by a quick run too.
     """
     t_start = time.monotonic()
     if not isinstance(model, torch.nn.Module):
@@ -105,7 +109,7 @@ def optimize(model: Any, example_inputs: Any = None, train: bool = True, db: Any
         dtype=dtype, channels_last=channels_last, tune_on_first_sight=tune_on_first_sight,
         backend=backend, verify=verify, budget_s=budget_s, steps=steps, margin=margin,
         progress=progress, isolate=isolate, tune_time_limit_s=tune_time_limit_s, graphs=graphs,
-        settings=current_settings())
+        tuning=tuning, **_tuning_settings(tuning))
     if is_optimized(model):
         restore(model)
     device = device_of(model)
@@ -115,6 +119,16 @@ def optimize(model: Any, example_inputs: Any = None, train: bool = True, db: Any
     report.optimize_s = time.monotonic() - t_start
     announce(report, opts.progress)
     return model
+
+
+def _tuning_settings(tuning: str) -> dict[str, Any]:
+    """`settings` (for tuning) and `base_settings` (as the user gave them) of `tuning`."""
+    from ..settings import TUNING_MODES, for_tuning
+
+    base = current_settings()
+    if tuning not in TUNING_MODES:
+        raise UsageError(f"tuning must be one of {', '.join(TUNING_MODES)}, not {tuning!r}")
+    return {"settings": for_tuning(base, tuning), "base_settings": base}
 
 
 def prepare_inputs(example_inputs: Any, opts: OptimizeOptions, device: torch.device) -> Any:

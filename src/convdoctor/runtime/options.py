@@ -41,9 +41,17 @@ class OptimizeOptions:
     isolate: bool = True
     tune_time_limit_s: float | None = None
     graphs: bool | str = "auto"
-    settings: Settings = field(default_factory=Settings)
+    tuning: str = "quick"                # "quick" or "thorough" (`settings.for_tuning`)
+    settings: Settings = field(default_factory=Settings)      # for tuning: `tuning` applied
+    # the settings as the user gave them: a result tuned under them is served to a quick run too
+    base_settings: Settings = field(default_factory=Settings)
 
     def __post_init__(self) -> None:
+        from ..settings import TUNING_MODES
+
+        if self.tuning not in TUNING_MODES:
+            raise UsageError(f"tuning must be one of {', '.join(TUNING_MODES)}, "
+                             f"not {self.tuning!r}")
         m = self.margin
         if m is not None and not (_real(m) and 0 <= m < 1):
             raise UsageError(f"margin must be a number in [0, 1) or None, not {m!r}")

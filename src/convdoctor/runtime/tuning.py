@@ -41,8 +41,9 @@ class Tuning:
     """Database lookups and tuning with one backend (a worker process started only if needed)."""
 
     def __init__(self, db: Any, backend: str, budget_s: float, isolate: bool,
-                 settings: Settings) -> None:
+                 settings: Settings, base_settings: Settings | None = None) -> None:
         self.settings = settings
+        self.base_settings = base_settings if base_settings is not None else settings
         self.db = open_db(db)
         self.backend_name = backend
         self.budget_s = budget_s
@@ -64,15 +65,30 @@ class Tuning:
 
     @classmethod
     def of(cls, opts: OptimizeOptions) -> Tuning:
-        return cls(opts.db, opts.backend, opts.budget_s, opts.isolate, opts.settings)
+        return cls(opts.db, opts.backend, opts.budget_s, opts.isolate, opts.settings,
+                   opts.base_settings)
 
     def lookup(self, problem: ConvProblem) -> Any:
         if not self.available or self.db is None or self.env is None:
             return None
         try:
-            return self.db.get(problem, self.env)
+            for env in self._lookup_envs():
+                res = self.db.get(problem, env)
+                if res is not None:
+                    return res
+            return None
         except Exception:  # noqa: BLE001 - the database is a cache
             return None
+
+    def _lookup_envs(self) -> list[dict[str, str]]:
+        """The database keys a result may be served from: this run's settings, then the settings
+        as the user gave them (a thorough result serves a quick run)."""
+        assert self.env is not None
+        envs = [self.env]
+        base = self.base_settings.result_key()
+        if "settings" in self.env and self.env["settings"] != base:
+            envs.append(dict(self.env, settings=base))
+        return envs
 
     def tune(self, problem: ConvProblem, progress: Any = None) -> Any:
         if not self.available:
@@ -87,7 +103,7 @@ class Tuning:
                 self._worker = WorkerBackend(self.backend_name, settings=self.settings)
             be = self._worker
         return tune_problem(problem, backend=be, db=self.db, budget_s=self.budget_s,
-                            progress=progress)
+                            progress=progress, settings=self.settings)
 
     def close(self) -> None:
         if self._worker is not None:
