@@ -129,7 +129,7 @@ def test_optimize_with_real_cpu_tuner(tmp_path: Path) -> None:
     ref.load_state_dict(m.state_dict())
     db = tmp_path / "db.sqlite3"
     O.optimize(m, x, train=False, db=db, tune_missing=True, channels_last=False, verify=False,
-               budget_s=0.05, isolate=False)
+               budget_s=0.05, isolate=False, tuning="thorough")
     rep = O.report_of(m)
     assert rep.problems == 2
     # The tuner refuses to trust timings taken while other processes steal the CPU (it says so);
