@@ -6,8 +6,8 @@ import sys
 import types
 from typing import Any
 
+import cudnn_fakes as fk
 import pytest
-import tune_gpu_fakes as fk
 
 from convdoctor.engines import cudnn_enum as cudnn_plan
 from convdoctor.engines import cudnn_graph
@@ -213,7 +213,7 @@ def test_refine_survives_a_plan_that_fails_to_run() -> None:
 
 
 def test_backend_offers_refined_plans_with_their_origin(monkeypatch: pytest.MonkeyPatch) -> None:
-    # the problem's own listing (the dual's: test_tune_gpu_plans.py)
+    # the problem's own listing (the dual's: test_engines_cudnn_plans.py)
     be = fk.listing_backend(enumerate_engines=False, max_extra=0, enum_budget_s=1.0,
                             refine_budget_s=4.0, dual=False)
     en = enumeration()
@@ -251,7 +251,7 @@ def test_backend_offers_refined_plans_with_their_origin(monkeypatch: pytest.Monk
 
 def _bare_backend(*, enumerate_engines: bool, max_extra: int) -> Any:
     """A CudaBackend without a GPU (no __init__): what cudnn_candidates reads, on the fake cudnn."""
-    # the problem's own listing (the dual's: test_tune_gpu_plans.py)
+    # the problem's own listing (the dual's: test_engines_cudnn_plans.py)
     return fk.listing_backend(enumerate_engines=enumerate_engines, max_extra=max_extra,
                               enum_budget_s=1.0, refine_budget_s=4.0, dual=False)
 

@@ -1,6 +1,6 @@
 """The depthwise Triton kernel: configurations, eligibility, and (where Triton is installed) the
 kernel itself under Triton's CPU interpreter against a float64 reference, in both directions and
-through the runtime executor. The GPU runs are in tests/tune_gpu and tests/runtime (`gpu`)."""
+through the runtime executor. The GPU runs are in tests/engines and tests/runtime (`gpu`)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The wgrad Triton kernel: configurations, eligibility, the split, and (where Triton is installed)
 the kernel itself under Triton's CPU interpreter against a float64 reference, in every program
 shape (per tap, per tap row), both tile orientations, 1D/2D/3D, and through the runtime executor.
-The GPU runs are in tests/tune_gpu and tests/runtime (`gpu`)."""
+The GPU runs are in tests/engines and tests/runtime (`gpu`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The workspace guard (`convdoctor.measure.wsguard`): keep a cuDNN plan's workspace only where the
 plan runs at its speed. Synthetic workspaces with known times stand in for GPU buffers here; the
-GPU tests run the real thing (tests/tune_gpu/test_tune_gpu_cuda.py, tests/runtime)."""
+GPU tests run the real thing (tests/engines/test_engines_gpu.py, tests/runtime)."""
 
 from __future__ import annotations
 

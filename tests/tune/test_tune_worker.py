@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 import pytest
+from tune_fakes import importable_in_workers
 
 from convdoctor.errors import ConvdoctorError
 from convdoctor.problem import ConvProblem
@@ -14,7 +14,6 @@ from convdoctor.tune import worker
 from convdoctor.tune.harness import HarnessConfig, tune_problem
 from convdoctor.tune.worker import WorkerBackend
 
-HERE = Path(__file__).resolve().parent
 PROBLEM = ConvProblem.parse("fprop n=1 c=8 h=8 w=8 k=8 r=3 s=3 pad=1")
 
 
@@ -33,8 +32,7 @@ def _waits(mp: pytest.MonkeyPatch, *, step: float | None = None,
 
 @pytest.fixture(autouse=True)
 def _fakes_importable(monkeypatch: pytest.MonkeyPatch) -> None:
-    pp = os.environ.get("PYTHONPATH", "")
-    monkeypatch.setenv("PYTHONPATH", str(HERE) + (os.pathsep + pp if pp else ""))
+    importable_in_workers(monkeypatch)
 
 
 def test_crash_hang_and_error_cost_only_their_candidate() -> None:

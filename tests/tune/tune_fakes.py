@@ -19,6 +19,15 @@ from typing import Any
 from convdoctor.problem import ConvProblem
 from convdoctor.tune.backend import Candidate, CandidateUnsupported, ClockReading, Correctness
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def importable_in_workers(monkeypatch: Any) -> None:
+    """Worker processes import this module by a spec such as "tune_fakes:make_crash_backend": put
+    its folder first on their PYTHONPATH (`monkeypatch`: pytest's, so the test's end undoes it)."""
+    pp = os.environ.get("PYTHONPATH", "")
+    monkeypatch.setenv("PYTHONPATH", HERE + (os.pathsep + pp if pp else ""))
+
 
 @dataclass
 class SimCandidate:
