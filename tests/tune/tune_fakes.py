@@ -481,7 +481,7 @@ def make_crashing_build_backend() -> HangingStepBackend:
 
 def make_late_hanging_step_backend() -> HangingStepBackend:
     be = HangingStepBackend()
-    be.setup_steps = 5
+    be.setup_steps = 2
     return be
 
 
