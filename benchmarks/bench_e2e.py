@@ -89,7 +89,9 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
 
         with amp:
             convdoctor.optimize(model, x, train=True, db=args.db)
-        rep = convdoctor.report_of(model)
+        from convdoctor.runtime import report_of
+
+        rep = report_of(model)
         if rep is not None:
             rec["optimize"] = {"problems": rep.problems, "from_db": rep.from_db,
                                "tuned": rep.tuned, "tuning_s": round(rep.tuning_s, 2),

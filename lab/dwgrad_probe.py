@@ -63,7 +63,6 @@ class Item:
 def problems(which: str, match: str | None, extra: list[str]) -> list[Item]:
     """The problems to probe, in order; UsageError for a bad --problem or --match."""
     from convdoctor.bench.suites import load_suite
-
     from convdoctor.kernels import dwgrad as dg
 
     items: list[Item] = []

@@ -74,14 +74,24 @@ def one(problem: Any, variant: str, budget_s: float) -> dict[str, Any]:
     finally:
         backend.shutdown()
     listing_s, cands = listed[0] if listed else (0.0, [])
+    from convdoctor.engines.registry import engine_of
+
     cost = sum(getattr(s, "cost_s", 0.0) or 0.0 for s in res.candidates)
+    by_engine: dict[str, dict[str, float]] = {}
+    for st in res.candidates:
+        e = engine_of(st.candidate.key)
+        row = by_engine.setdefault(e.name if e else "?", {"n": 0, "prepare_s": 0.0,
+                                                          "first_run_s": 0.0, "cost_s": 0.0})
+        row["n"] += 1
+        for k in ("prepare_s", "first_run_s", "cost_s"):
+            row[k] = round(row[k] + (getattr(st, k, 0.0) or 0.0), 3)
     kinds: dict[str, int] = {}
     for c in cands:
         kinds[c.key.split(":")[0] + ":" + c.key.split(":")[1][:3]] = kinds.get(
             c.key.split(":")[0] + ":" + c.key.split(":")[1][:3], 0) + 1
     win = res.winner_stats
     return {"problem": problem.short(), "variant": variant, "candidates": len(cands),
-            "rest_s": round(harness_s - listing_s - cost, 3),
+            "rest_s": round(harness_s - listing_s - cost, 3), "by_engine": by_engine,
             "kinds": kinds, "listing_s": round(listing_s, 3),
             "enumeration_s": (info.get("enumeration") or {}).get("seconds"),
             "refinement_s": (info.get("refinement") or {}).get("seconds"),

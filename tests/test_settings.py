@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -51,15 +52,52 @@ def test_the_reference_page_lists_every_setting() -> None:
         assert ("| yes |" in rows[d["env"]]) == d["result"], d["env"]
 
 
+def _environment_reads(tree: ast.AST) -> list[ast.expr | None]:
+    """The key of every read of os.environ / os.getenv in a module (None: no single key)."""
+    def is_environ(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Attribute) and node.attr == "environ") or (
+            isinstance(node, ast.Name) and node.id == "environ")
+    keys: list[ast.expr | None] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            f = node.func
+            if (f.attr in ("get", "pop", "setdefault") and is_environ(f.value)) or (
+                    f.attr == "getenv" and isinstance(f.value, ast.Name) and f.value.id == "os"):
+                keys.append(node.args[0] if node.args else None)
+        elif isinstance(node, ast.Subscript) and is_environ(node.value):
+            keys.append(node.slice)
+        elif isinstance(node, ast.Compare) and any(is_environ(c) for c in node.comparators):
+            keys.append(node.left)
+    return keys
+
+
+def _offending(keys: list[ast.expr | None]) -> list[str]:
+    """Reads of a CONVDOCTOR_* variable, or of a key that is not a literal (it could be one)."""
+    out = []
+    for key in keys:
+        if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+            out.append(ast.unparse(key) if key is not None else "<no key>")
+        elif key.value.startswith("CONVDOCTOR_"):
+            out.append(key.value)
+    return out
+
+
+def test_the_environment_read_finder_finds_reads() -> None:
+    tree = ast.parse("import os\nfrom os import environ\nos.environ.get('CONVDOCTOR_A')\n"
+                     "os.getenv('HOME')\nenviron['CONVDOCTOR_B']\n'CONVDOCTOR_C' in os.environ\n"
+                     "NAME = 'CONVDOCTOR_D'\nos.environ.get(NAME)\n")
+    assert _offending(_environment_reads(tree)) == ["CONVDOCTOR_A", "CONVDOCTOR_B", "CONVDOCTOR_C",
+                                                    "NAME"]
+
+
 def test_nothing_else_reads_a_convdoctor_variable() -> None:
-    """Code receives settings; only settings.py reads CONVDOCTOR_* from the environment."""
-    pattern = re.compile(r"(environ|getenv)[^\n]{0,40}CONVDOCTOR_|CONVDOCTOR_\w+[\"']\s*\)?\s*"
-                         r"(in|not in)\s+os\.environ")
-    offenders = []
+    """Code receives settings; only settings.py reads CONVDOCTOR_* from the environment, and
+    every other environment read names its variable literally."""
+    offenders = {}
     for path in (ROOT / "src" / "convdoctor").rglob("*.py"):
-        if path.name == "settings.py":
+        if path.name == "settings.py" and path.parent.name == "convdoctor":
             continue
-        text = path.read_text("utf-8")
-        if pattern.search(text):
-            offenders.append(str(path.relative_to(ROOT)))
-    assert offenders == []
+        bad = _offending(_environment_reads(ast.parse(path.read_text("utf-8"))))
+        if bad:
+            offenders[str(path.relative_to(ROOT))] = bad
+    assert offenders == {}

@@ -104,11 +104,14 @@ class Settings:
                 if getattr(self, f.name) != f.default}
 
 
-# `quick` tuning: the settings a user who wants results within the minute changes (the cuDNN
-# listing's knob refinement and dual problem off, half a second of engine enumeration, and only
-# the fastest candidates by a first timed sample checked and warmed up). Results tuned so are
-# keyed by these settings in the database, apart from full ones.
-QUICK: dict[str, Any] = {"cudnn_refine": False, "cudnn_dual": False, "cudnn_enum_budget_s": 0.5,
+# `quick` tuning: the settings a user who wants results within the minute changes. Measured on an
+# H100 (lab/tune_time.py, ConvNeXt-tiny and ResNet-50 layers at batch 64): the listing's knob
+# refinement and the dual problem's own refinement took 1-6 s per problem (without refinement the
+# dual problem's first heuristic plans are offered: a 7x7 depthwise bf16 dgrad's best path is one,
+# 2.1x faster than any plan of the problem itself); cuDNN plans' first runs 1.7-1.9 s for the
+# 19-20 plans of a 7x7 depthwise layer (lazy kernel loading), so at most 8 plans are kept in
+# cuDNN's heuristic order. Results tuned so are keyed by these settings in the database.
+QUICK: dict[str, Any] = {"cudnn_refine": False, "cudnn_enum_budget_s": 0.5, "cudnn_max_plans": 8,
                          "tune_prescreen": 8}
 TUNING_MODES = ("quick", "thorough")
 

@@ -257,13 +257,16 @@ def test_backend_candidates_cap_keeps_rank_order_and_marks_determinism(monkeypat
                                     max_extra=4)
     monkeypatch.setattr(cudnn_plan, "enumerate_plans", lambda *a, **k: en)
     cands = fk.cudnn_candidates(be, P(f"fprop {BASE} dtype=float16"))
-    assert [c.key for c in cands] == [policy.cudnn_key(p.name) for p in en.built()]
-    # no refinement, no quick times of the problem's own plans: no dual plan is offered
-    assert "skipped" in be.listing_info()["dual"]
+    own = [c for c in cands if c.key.startswith("cudnn:")]
+    assert [c.key for c in own] == [policy.cudnn_key(p.name) for p in en.built()]
+    # no refinement, so no quick times: the dual problem's first heuristic plans are offered
+    dual = be.listing_info()["dual"]
+    assert dual.get("heuristic_order") and len(dual["kept"]) == 3
+    assert [c.key for c in cands if c.key.startswith("cudnn-dual:")] == [k for k, _ in dual["kept"]]
     by = {c.key: c for c in cands}
     assert not by["cudnn:eng2_k17=0"].deterministic and by["cudnn:eng1"].deterministic
     assert "tensor_core" in by["cudnn:eng0_k2=1"].notes
-    be.settings = be.settings.replace(cudnn_max_plans=4)
+    be.settings = be.settings.replace(cudnn_max_plans=4, cudnn_dual=False)
     capped = [c.key for c in fk.cudnn_candidates(be, P(f"fprop {BASE} dtype=float16"))]
     assert capped == ["cudnn:eng0_k2=1", "cudnn:eng1", "cudnn:eng2_k17=0", "cudnn:eng0_k2=0"]
 

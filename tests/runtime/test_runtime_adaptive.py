@@ -157,3 +157,22 @@ def test_routing_undecided() -> None:
     assert not routing_undecided(s, None)
     assert not routing_undecided({"unrouted": unrouted, "routed": [v * 1.1 for v in unrouted]},
                                  None)                # slower: nothing to prove
+
+
+def test_rounds_are_those_of_time_interleaved() -> None:
+    """The round-by-round rule cuts samples as `time_interleaved` took them; extensions
+    (`extend_while_undecided`) call it with its default number of rounds."""
+    import inspect
+
+    from convdoctor.measure.steps import time_interleaved
+    from convdoctor.runtime.verdicts import ROUNDS, per_round
+
+    assert inspect.signature(time_interleaved).parameters["rounds"].default == ROUNDS
+    n = 0
+
+    def step() -> None:
+        nonlocal n
+        n += 1
+
+    s = time_interleaved({"a": step}, "cpu", warmup=0, steps=10, rounds=ROUNDS)
+    assert len(s["a"]) == ROUNDS * per_round(10)

@@ -158,6 +158,32 @@ def test_replaced_parameters_run_eagerly_in_place_updates_replay_gpu() -> None:
 
 
 @pytest.mark.gpu
+def test_no_warning_of_convdoctors_own_machinery_gpu() -> None:
+    """optimize's capture and timing (graphs asked for, so captured and timed in training), and
+    the caller's steps after it (a replay, then an eager call of another shape), raise neither
+    of the warnings `runtime.quiet` names."""
+    import warnings
+
+    from convdoctor.runtime.quiet import OWN_WARNINGS
+
+    torch.manual_seed(0)
+    m = Net().cuda()
+    x = torch.randn(4, 3, 16, 16, device="cuda")
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        _opt(m, x, train=True)
+        g = G.installed(m)
+        assert g is not None
+        before = g.replays
+        for xx in (x, torch.randn(2, 3, 16, 16, device="cuda")):
+            m(xx).sum().backward()
+        torch.cuda.synchronize()
+    assert g.replays == before + 1 and g.eager_calls >= 1
+    own = [str(w.message) for w in got if str(w.message).startswith(OWN_WARNINGS)]
+    assert own == []
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("train", [True, False])
 def test_layout_is_decided_under_graphs_too_gpu(train: bool) -> None:
     """With graphs possible, each layout is also timed as a replay and judged by its faster mode;
@@ -181,7 +207,8 @@ def test_layout_is_decided_under_graphs_too_gpu(train: bool) -> None:
     ms = rep.layout_ms
     best_a = min(ms["as_given"], ms["as_given_graphed"])
     best_c = min(ms["channels_last"], ms["channels_last_graphed"])
-    assert rep.channels_last == (best_c < best_a * (1 - rep.margins["layout"]))
+    if rep.channels_last:  # kept only when faster beyond noise (medians and round by round)
+        assert best_c < best_a * (1 - rep.margins["layout"])
     assert "graphed" in rep.channels_last_reason
     if train:
         torch.testing.assert_close(m(x), ref(x), rtol=1e-3, atol=1e-3)

@@ -1,13 +1,14 @@
 """The graphs decision's timing and what it installs, on the CPU: stand-in graphs whose replay and
-eager costs are known sleeps take the place of captured CUDA graphs."""
+eager costs are known (a synthetic clock, `rt_clock`) take the place of captured CUDA graphs."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+import pytest
 import torch
 import torch.nn as nn
+from rt_clock import FakeClock, use_clock
 
 from convdoctor.runtime import graphs as G
 from convdoctor.runtime import graphs_decision as D
@@ -16,10 +17,17 @@ from convdoctor.runtime.options import OptimizeOptions
 from convdoctor.runtime.report import OptimizeReport
 from convdoctor.runtime.verdicts import graphs_choice
 
+CLOCK = FakeClock()
+
+
+@pytest.fixture(autouse=True)
+def _synthetic_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_clock(monkeypatch, CLOCK)
+
 
 class FakeGraph(G.GraphedForward):
-    """A model's forward that 'replays' (sleeps `replay_s`, counted in `replays`) when enabled
-    and runs eagerly (sleeps `eager_s`) when not; `replays_counted=False`: a graph whose replay
+    """A model's forward that 'replays' (costs `replay_s`, counted in `replays`) when enabled
+    and runs eagerly (costs `eager_s`) when not; `replays_counted=False`: a graph whose replay
     never happens (every call takes the eager path). Nothing is captured."""
 
     def __init__(self, model: nn.Module, replay_s: float, eager_s: float,
@@ -31,9 +39,9 @@ class FakeGraph(G.GraphedForward):
     def __call__(self, *args: Any) -> Any:
         if self.enabled and self.counted:
             self.replays += 1
-            time.sleep(self.replay_s)
+            CLOCK.advance(self.replay_s)
         else:
-            time.sleep(self.eager_s)
+            CLOCK.advance(self.eager_s)
         return self.orig_forward(*args)
 
 

@@ -4,29 +4,32 @@ from __future__ import annotations
 
 import pytest
 
-from convdoctor.runtime.verdicts import GRAPHS_HOST_BOUND, GRAPHS_TIE, graphs_verdict
+from convdoctor.runtime.verdicts import graphs_choice, graphs_verdict
 
 
 @pytest.mark.parametrize("graphed,eager,host,keep", [
     (9.0, 10.0, 1.0, True),      # clearly faster
     (9.8, 10.0, 1.0, False),     # 2% faster, not host-bound: within the 3% margin
-    (3.381, 3.404, 2.82, True),  # tie, host-bound eager step (speech front end, training)
-    (3.43, 3.404, 2.82, True),   # 0.8% slower: still a tie, host-bound
-    (3.46, 3.404, 2.82, False),  # 1.6% slower: not a tie
-    (1.101, 1.102, 0.44, False),  # tie but the eager step is not host-bound
+    (9.8, 10.0, 9.5, False),     # ... nor when the eager step is host-bound
+    (3.381, 3.404, 2.82, False),  # a tie with a host-bound eager step is not a win
+    (3.43, 3.404, 2.82, False),  # 0.8% slower
+    (1.101, 1.102, 0.44, False),  # tie, not host-bound
 ])
 def test_graphs_verdict(graphed: float, eager: float, host: float, keep: bool) -> None:
-    got, why = graphs_verdict(graphed, eager, host, 0.03)
-    assert got is keep
-    if got and graphed >= eager * 0.97:
-        assert "host-bound" in why
+    assert graphs_verdict(graphed, eager, host, 0.03) == (keep, "")
 
 
-def test_forced_and_constants() -> None:
+def test_forced() -> None:
     assert graphs_verdict(20.0, 10.0, 0.0, 0.03, forced=True) == (True, "asked for")
-    assert 0 < GRAPHS_TIE < 0.03 and 0.5 <= GRAPHS_HOST_BOUND < 1.0
-    # host time exactly at the threshold counts as host-bound
-    assert graphs_verdict(10.0, 10.0, GRAPHS_HOST_BOUND * 10.0, 0.03)[0]
+
+
+def test_a_tied_replay_is_not_kept_whatever_the_host_time() -> None:
+    """A replay within noise of a host-bound eager step (speech front end, training, on an
+    H100: 3.381 vs 3.404 ms with 2.82 ms of host CPU) is not faster beyond noise."""
+    s = {"eager": _steps(3.404), "graphed": _steps(3.381)}
+    c = graphs_choice(s, 2.82, None, rounds=3)
+    assert not c.keep and c.why == ""
+    assert graphs_choice(s, 2.82, None, forced=True, rounds=3).keep
 
 
 # ---------------------------------------------------------------- layout under CUDA graphs

@@ -23,11 +23,12 @@ from convdoctor.settings import Settings
 
 def test_fields_are_optimizes_keyword_parameters_with_its_defaults() -> None:
     params = inspect.signature(O.optimize).parameters
-    assert len(params) == 18
+    assert len(params) == 19
     fields = {f.name: f for f in dataclasses.fields(OptimizeOptions)}
-    assert set(params) - {"model", "example_inputs"} == set(fields) - {"settings"}
+    derived = {"settings", "base_settings"}
+    assert set(params) - {"model", "example_inputs"} == set(fields) - derived
     for name, f in fields.items():
-        if name != "settings":
+        if name not in derived:
             assert f.default == params[name].default, name
 
 
@@ -129,7 +130,7 @@ def test_settings_are_read_once_and_reach_every_step(tmp_path: Path, monkeypatch
     monkeypatch.setattr(R, "executors", spy_executors)
     monkeypatch.setattr(T.Tuning, "__init__", spy_init)
     O.optimize(m, x, db=db, tune_missing=False, channels_last=False, verify=False,
-               tune_on_first_sight=True, isolate=False, backend="cpu")
+               tune_on_first_sight=True, isolate=False, backend="cpu", tuning="thorough")
     n_built = len(guards)
     m(x_new).sum().backward()  # a new shape: tuned (here: found) on first sight
     O.restore(m)
@@ -137,3 +138,50 @@ def test_settings_are_read_once_and_reach_every_step(tmp_path: Path, monkeypatch
     assert n_built > 0 and len(guards) > n_built and not any(guards)
     # one Tuning for optimize's lookups, one per layer seeing the new shape
     assert len(seen) == 3 and all(s is reads[0] for s in seen)
+
+
+def test_quick_tuning_reaches_every_tuning(tmp_path: Path,
+                                           monkeypatch) -> None:
+    """With tuning="quick" every Tuning gets the quick settings built from the one read."""
+    m = Small()
+    x = torch.randn(2, 3, 8, 8)
+    seen: list[Settings] = []
+    init = T.Tuning.__init__
+
+    def spy_init(self: T.Tuning, *a: Any) -> None:
+        init(self, *a)
+        seen.append(self.settings)
+
+    monkeypatch.setattr(T.Tuning, "__init__", spy_init)
+    O.optimize(m, x, db=tmp_path / "q.sqlite3", tune_missing=False, channels_last=False,
+               verify=False, isolate=False, backend="cpu")
+    O.restore(m)
+    assert seen and all(s.tune_prescreen > 0 and not s.cudnn_refine for s in seen)
+
+
+def test_tuning_mode_sets_the_tuning_settings_and_keeps_the_users() -> None:
+    from convdoctor.runtime.optimizer import _tuning_settings
+    from convdoctor.settings import QUICK
+
+    quick = _tuning_settings("quick")
+    assert quick["settings"].tune_prescreen == QUICK["tune_prescreen"]
+    assert quick["base_settings"].tune_prescreen == 0
+    thorough = _tuning_settings("thorough")
+    assert thorough["settings"] == thorough["base_settings"]
+    with pytest.raises(UsageError, match="tuning must be one of"):
+        _tuning_settings("fast")
+
+
+def test_a_quick_run_is_served_a_thorough_result() -> None:
+    from convdoctor.runtime.tuning import Tuning
+    from convdoctor.settings import Settings, for_tuning
+
+    base = Settings()
+    t = object.__new__(Tuning)
+    t.settings, t.base_settings = for_tuning(base, "quick"), base
+    t.env = {"gpu_name": "X", "settings": t.settings.result_key()}
+    envs = t._lookup_envs()
+    assert [e["settings"] for e in envs] == [t.settings.result_key(), "default"]
+    t.settings = base
+    t.env = {"gpu_name": "X", "settings": "default"}
+    assert t._lookup_envs() == [t.env]

@@ -1,16 +1,16 @@
 """The end-to-end verify and its margin: routes ranked without host cost can win eagerly (a
 GPU-bound step hides the host cost of a plan call), and the default margin comes from the
-measurement. CPU, with executors that sleep standing in for slow and fast paths; the waits (24 and
-48 ms) stay clear of the tens of milliseconds a loaded 2-core host adds to a step."""
+measurement. CPU, with executors that cost a known time on a synthetic clock (`rt_clock`) standing
+in for slow and fast paths."""
 
 from __future__ import annotations
 
 import random
-import time
 
 import pytest
 import torch
 import torch.nn as nn
+from rt_clock import FakeClock, use_clock
 
 from convdoctor.engines.flag_exec import FlagExec
 from convdoctor.measure.steps import MIN_MARGIN, rel_se_of_median, win_margin
@@ -21,16 +21,23 @@ from convdoctor.runtime.record import record_calls
 from convdoctor.runtime.report import DirectionChoice, LayerChoice, OptimizeReport
 from convdoctor.runtime.verify import verify_routing
 
+CLOCK = FakeClock()
+
+
+@pytest.fixture(autouse=True)
+def _synthetic_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_clock(monkeypatch, CLOCK)
+
 
 class SleepExec(FlagExec):
-    """PyTorch's path plus a fixed wait: a route whose cost we know."""
+    """PyTorch's path plus a fixed cost on the synthetic clock: a route whose cost we know."""
 
     def __init__(self, key: str, wait_s: float) -> None:
         super().__init__(key, {})
         self.wait_s = wait_s
 
     def fprop(self, x, w, b, a):  # type: ignore[no-untyped-def]
-        time.sleep(self.wait_s)
+        CLOCK.advance(self.wait_s)
         return super().fprop(x, w, b, a)
 
 
@@ -57,9 +64,11 @@ def _setup(eager_wait: float, graph_wait: float, unrouted_wait: float
 
     site.routes[key] = route(SleepExec("cudnn:slow-eager", eager_wait))
     site.graph_routes[key] = route(SleepExec("cudnn:fast", graph_wait))
-    # PyTorch's path (routing off) pays `unrouted_wait` (a pre-hook that sees the shared site)
+    # every step pays 1 ms (the rest of the model); PyTorch's path (routing off) pays
+    # `unrouted_wait` more (a pre-hook that sees the shared site)
+    m.register_forward_pre_hook(lambda mod, args: CLOCK.advance(0.001))
     m.register_forward_pre_hook(lambda mod, args: None if site.enabled
-                                else time.sleep(unrouted_wait))
+                                else CLOCK.advance(unrouted_wait))
     report = OptimizeReport(device="cpu", train=False)
     report.layers.append(LayerChoice(
         layer="conv", x_shape=(1, 3, 8, 8), dtype="float32", memory_format="contiguous",
@@ -111,9 +120,7 @@ def test_eager_routes_stay_when_they_win_and_nothing_is_kept_when_nothing_wins()
 
 
 def test_a_fixed_margin_is_honoured() -> None:
-    # routes 5 ms faster on a ~6 ms step: a win by the measured margin, not by a 99% one. The
-    # routes wait 1 ms themselves: with no wait a routed step takes under 60 us on a quiet
-    # machine, which does beat the 6 ms one by 99%
+    # routes 5 ms faster on a 6 ms step: a win by the measured margin, not by a 99% one
     m, x, sites, report = _setup(eager_wait=0.001, graph_wait=0.001, unrouted_wait=0.006)
     verify_routing(m, x, sites, report, _opts(margin=0.99), "cpu",
                    keep_sites=True)

@@ -8,6 +8,7 @@ field of FILE is kept, the old referee figures under each row's `first_referee`.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from typing import Any
 
@@ -116,7 +117,13 @@ def _same_stack(path: str, doc: dict[str, Any], spec: arms.ArmSpec) -> dict[str,
     finally:
         be.shutdown()
     theirs = doc.get("env") or {}
-    diff = sorted(k for k in set(env) | set(theirs) if env.get(k) != theirs.get(k))
+    # parts FILE's record does not hold (it predates them) cannot be compared: said, not refused
+    unrecorded = sorted(k for k in env if k not in theirs)
+    if unrecorded:
+        print(f"note: {path} does not record {', '.join(unrecorded)}; re-timed with this "
+              f"machine's ({', '.join(f'{k}={env[k]}' for k in unrecorded)})", file=sys.stderr)
+    diff = sorted(k for k in set(env) | set(theirs)
+                  if k not in unrecorded and env.get(k) != theirs.get(k))
     if diff:
         raise UsageError(f"{path} was measured on another machine or software stack (differs "
                          f"in: {', '.join(f'{k} {theirs.get(k)!r} here {env.get(k)!r}' for k in diff)}): "

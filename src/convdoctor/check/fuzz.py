@@ -4,7 +4,7 @@
 string padding, padding modes, unbatched inputs, dtypes, dtype mismatches, bias shapes, empty tensors,
 channels_last. `run_torch(case, device)` runs it for real and says whether PyTorch raised;
 `run_checker(case, device)` asks convdoctor. `fuzz(n, seed, device)` compares them. Used by
-tests/check/test_check_fuzz.py (CPU) and scripts/gpu/check_fuzz.py (cuDNN on a GPU).
+tests/check/test_check_fuzz.py (CPU) and benchmarks/gpu/check_fuzz.py (cuDNN on a GPU).
 """
 
 from __future__ import annotations

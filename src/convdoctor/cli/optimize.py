@@ -1,8 +1,9 @@
 """`convdoctor optimize MODEL --input-shape ... [--train]`: plan per layer and measured speedup.
 
-The model is loaded (zoo:<name> or file.py:factory), timed end to end as PyTorch runs it (a copy
-kept aside), optimized, and both are timed again interleaved (warm-up, then rounds of steps,
-median), so the speedup printed is measured, on this machine, for this input.
+The model is loaded (zoo:<name> or file.py:factory) and optimized; the speedup printed is the one
+`optimize` measured for the model it leaves against a copy of the model as given (interleaved
+rounds, median of the per-round ratios, with its interval), on this machine, for this input. When
+no change measured faster, it says that the model runs as PyTorch runs it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="input shape, e.g. 8,3,224,224 (default: the zoo model's usual input)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--train", action="store_true", default=True,
-                      help="optimize a training step: forward, backward, SGD step (default)")
+                      help="optimize a training step: forward and backward (default)")
     mode.add_argument("--inference", dest="train", action="store_false",
                       help="optimize inference (forward under no_grad)")
     p.add_argument("--dtype", default="float32", help="float32 (default), bfloat16 or float16")
@@ -36,6 +37,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "default), kept whenever capture works (on) or off; CUDA only")
     p.add_argument("--db", default=None, help="tuning database path (default: CONVDOCTOR_DB or "
                                               "the user cache)")
+    p.add_argument("--tuning", choices=("quick", "thorough"), default="quick",
+                   help="quick (default): the short listing and prescreen of "
+                        "docs/configuration.md, for results within the minute; thorough: every "
+                        "candidate convdoctor can list")
     p.add_argument("--no-tune", action="store_true",
                    help="use only what the database holds; PyTorch's path for the rest")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
@@ -63,17 +68,15 @@ def _torch() -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.report:  # a page that could not be written is refused before the run
-        from ..htmlreport import check_report_path
-        check_report_path(args.report)
     torch = _torch()
-    import copy
-
     from ..check.models import load_model, parse_shape
-    from ..measure.steps import make_step, median, time_interleaved
     from ..runtime.optimizer import optimize, report_of
     from . import emit
 
+    if args.report:  # a page that could not be written is refused before the run
+        from ..htmlreport import check_report_path
+
+        check_report_path(args.report)
     if args.steps < 1:
         raise UsageError("--steps must be >= 1")
     margin = _margin_arg(args.margin)
@@ -91,34 +94,30 @@ def run(args: argparse.Namespace) -> int:
     if not args.train:
         model.eval()
     x = torch.randn(*shape, device=dev, dtype=dtype)
-    baseline = copy.deepcopy(model)
     on_off: dict[str, bool | str] = {"auto": "auto", "on": True, "off": False}
     cl = on_off[args.channels_last]
     try:
         optimize(model, x, train=args.train, db=args.db, tune_missing=not args.no_tune,
                  channels_last=cl, graphs=on_off[args.graphs],
                  budget_s=args.budget, steps=max(4, args.steps // 2), margin=margin,
-                 backend="cuda" if dev == "cuda" else "cpu")
+                 backend="cuda" if dev == "cuda" else "cpu", tuning=args.tuning)
     except UsageError:
         raise
     except RuntimeError as exc:
         raise UsageError(f"the model does not run with input {shape} ({exc})",
                          hint="check --input-shape and --dtype") from None
     rep = report_of(model)
-    samples = time_interleaved(
-        {"pytorch": make_step(baseline, x, args.train, with_optimizer=args.train),
-         "convdoctor": make_step(model, x, args.train, with_optimizer=args.train)},
-        dev, warmup=3, steps=args.steps, rounds=4)
-    ms = {k: median(v) for k, v in samples.items()}
-    speedup = ms["pytorch"] / ms["convdoctor"] if ms["convdoctor"] > 0 else None
+    ms = {"pytorch": rep.speedup_ms["as_given"], "convdoctor": rep.speedup_ms["optimized"]} \
+        if rep.speedup is not None else {}
     payload = {"model": args.model, "input_shape": list(shape), "dtype": dtype_name,
-               "device": dev, "train": bool(args.train), "step_ms": ms, "speedup": speedup,
-               "steps": args.steps, "report": rep}
-    payload["step_samples_ms"] = samples
-    emit(args, payload, _human(args, shape, dtype_name, dev, rep, ms, speedup))
+               "device": dev, "train": bool(args.train), "step_ms": ms, "speedup": rep.speedup,
+               "speedup_ci": rep.speedup_ci, "steps": args.steps, "report": rep}
+    payload["step_samples_ms"] = dict(rep.speedup_step_ms)
+    emit(args, payload, _human(args, shape, dtype_name, dev, rep))
     if args.report:
         from ..htmlreport import report_for_optimize
-        report_for_optimize(args.report, payload, samples, db=args.db)
+
+        report_for_optimize(args.report, payload, rep.speedup_step_ms, db=args.db)
     return 0
 
 
@@ -145,9 +144,11 @@ def _input_shape(model: str, text: str | None, parse_shape: Any) -> tuple[int, .
     raise UsageError("--input-shape is required for a model file (e.g. --input-shape 8,3,224,224)")
 
 
-def _human(args: argparse.Namespace, shape: tuple[int, ...], dtype: str, dev: str, rep: Any,
-           ms: dict[str, float], speedup: float | None) -> str:
-    what = "training step (fwd+bwd+SGD)" if args.train else "inference"
+def _human(args: argparse.Namespace, shape: tuple[int, ...], dtype: str, dev: str,
+           rep: Any) -> str:
+    from ..runtime.feedback import outcome_text
+
+    what = "training step (forward and backward)" if args.train else "inference"
     lines = [f"convdoctor optimize {args.model}  input {'x'.join(map(str, shape))} {dtype} on {dev},"
              f" {what}"]
     lines.append(f"  layout: {'channels_last' if rep.channels_last else 'as given'} "
@@ -176,9 +177,13 @@ def _human(args: argparse.Namespace, shape: tuple[int, ...], dtype: str, dev: st
     for note in _grouped(rep.notes)[:8]:
         lines.append(f"  note: {note}")
     lines.append("")
-    sp = f"{speedup:.3f}x" if speedup else "n/a"
-    lines.append(f"  end to end ({args.steps} steps each, interleaved, median): PyTorch "
-                 f"{ms['pytorch']:.3f} ms, convdoctor {ms['convdoctor']:.3f} ms -> speedup {sp}")
+    if rep.speedup is not None:
+        ms, (lo, hi) = rep.speedup_ms, rep.speedup_ci
+        lines.append(f"  end to end ({rep.speedup_source}): PyTorch {ms['as_given']:.3f} ms, "
+                     f"convdoctor {ms['optimized']:.3f} ms -> speedup {rep.speedup:.3f}x "
+                     f"({rep.speedup_level:.0%} interval {lo:.3f}-{hi:.3f})")
+    else:
+        lines.append(f"  end to end: {outcome_text(rep)}")
     return "\n".join(lines)
 
 

@@ -31,6 +31,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--deterministic", action="store_true",
                    help="model problems need deterministic engines")
     p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--tuning", choices=("thorough", "quick"), default="thorough",
+                   help="thorough (default): every candidate convdoctor can list; quick: the "
+                        "short listing and prescreen of docs/configuration.md, for results within "
+                        "seconds per problem")
     p.add_argument("--budget", type=positive_seconds(), default=None, metavar="S",
                    help="sampling time cap per problem in seconds (default 10 GPU, 3 CPU)")
     p.add_argument("--timeout", type=positive_seconds(), default=120.0, metavar="S",
@@ -150,7 +154,9 @@ def run(args: argparse.Namespace) -> int:
     if args.budget is not None and args.budget <= 0:
         raise UsageError("--budget must be > 0 seconds")
     config = _trace_config(args.trace)
-    settings = current()
+    from ..settings import for_tuning
+
+    settings = for_tuning(current(), args.tuning)
     db = open_db(args)
     be = make_backend(args.backend, isolate=not args.no_isolate, timeout_s=args.timeout,
                       settings=settings)

@@ -435,7 +435,7 @@ class TuningDB:
     # ------------------------------------------------------------------ units left out
     # A unit (a cuDNN engine) whose step hung or crashed a candidate listing on this device and
     # these versions (`tune.worker.WorkerBackend.hung`): later processes leave it out of listings
-    # of the same problem kind from the start instead of paying the hang again (session 19, H100:
+    # of the same problem kind from the start instead of paying the hang again (on an H100
     # eng69's quick time hung once per process on 3D fp16 wgrad, 30-40 s each time). Only an
     # exact device and versions match is used; `prune` removes these rows by the same rules as
     # results, `forget_left_out` all of them. They are not exported (they describe one machine).

@@ -6,7 +6,9 @@ stride-1 fprop or dgrad can run as a cuDNN plan of the other direction on the pr
 and output, the weight transformed by one gather per call (`xform`, inside the timed call, as a
 route pays it). The dual problem is listed, quick-timed and knob-refined like the problem's own
 (half the budgets), and its plans are offered only when their quick time (the plan alone) is within
-`BAND` of the fastest plan of either kind, at most `KEEP` of them. The listing record (`dual` in
+`BAND` of the fastest plan of either kind, at most `KEEP` of them. Without quick times (knob
+refinement off, as in quick tuning) its first `HEURISTIC_KEEP` plans in cuDNN's heuristic order are
+offered for the harness to time. The listing record (`dual` in
 `TuneResult.listing`) says what happened; a failure here never costs the problem's own candidates.
 """
 
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
 # fastest quick time of the problem's own and dual plans; at most KEEP of them.
 BAND = 0.10
 KEEP = 6
+# without quick times (knob refinement off): the dual problem's first plans in heuristic order
+HEURISTIC_KEEP = 3
 # listing-step units of the dual problem's listing ("dual:eng69")
 UNIT = "dual:"
 # Host cost a dual route adds to a plan call outside a CUDA graph: an `empty_strided` and an
@@ -126,6 +130,38 @@ class DualEngine(Engine):
         return (TRAIN_HOST_COST_S if train else INFERENCE_HOST_COST_S) + EXTRA_HOST_COST_S
 
 
+def _candidates(problem: ConvProblem, dual: ConvProblem, plans: list[Any],
+                note: Any) -> list[Candidate]:
+    """Candidates of the dual plans `plans` (`PlanInfo`), their transformed weight counted as
+    workspace (so a tie between equal times goes to a plan of the problem itself)."""
+    wbytes = math.prod(dual.w_shape()) * DTYPE_BYTES[dual.dtype]
+    out = []
+    for p in plans:
+        notes = (f"source={p.source}", f"dual {dual.direction} plan: weight flipped and "
+                 f"channel-swapped per call (timed; its {wbytes} B buffer counted as "
+                 f"workspace); {note(p)}", *(x.lower() for x in p.notes))
+        out.append(Candidate(policy.dual_key(p.name), "cuda", p.workspace_bytes + wbytes,
+                             deterministic(p), notes))
+    return out
+
+
+def _heuristic_duals(problem: ConvProblem, dual: ConvProblem, backend: Any,
+                     rec: dict[str, Any]) -> list[Candidate]:
+    """The dual problem's first `HEURISTIC_KEEP` built plans in cuDNN's heuristic order."""
+    from .cudnn_enum import enumerate_plans
+
+    try:
+        en = enumerate_plans(dual, device=backend.device, enumerate_engines=False)
+    except Exception as exc:  # noqa: BLE001 - the dual only adds candidates
+        rec["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+        return []
+    rec["enumeration"] = summary(en)
+    plans = en.built()[:HEURISTIC_KEEP]
+    rec["kept"] = [[policy.dual_key(p.name), None] for p in plans]
+    rec["heuristic_order"] = True
+    return _candidates(problem, dual, plans, lambda p: "in cuDNN's heuristic order")
+
+
 def _listing(problem: ConvProblem, backend: Any) -> list[Candidate]:
     from ..measure.placement import allocate
     from . import cudnn_refine as refine
@@ -138,10 +174,14 @@ def _listing(problem: ConvProblem, backend: Any) -> list[Candidate]:
     rec: dict[str, Any] = {"problem": dual.key()}
     backend.last_listing["dual"] = rec
     own = getattr(backend.last_refinement, "quick_us", None) or {}
+    if not own and not s.cudnn_refine:
+        # no quick times to compare with (knob refinement is off, as in quick tuning): the dual
+        # problem's first heuristic plans are offered as they are, for the harness to time
+        return _heuristic_duals(problem, dual, backend, rec)
     if not own:
         # the band compares with the problem's own quick times (its refinement's)
-        rec["skipped"] = ("no quick times of the problem's own plans (refinement off or "
-                          "failed): nothing to compare dual plans with")
+        rec["skipped"] = ("no quick times of the problem's own plans (refinement failed): "
+                          "nothing to compare dual plans with")
         rec["kept"] = []
         return []
     try:
@@ -168,18 +208,8 @@ def _listing(problem: ConvProblem, backend: Any) -> list[Candidate]:
     infos = {p.name: p for p in en.built()} | {p.name: p for p in res.plans}
     ranked = pick_dual(quick, own, set(infos))
     rec["kept"] = [[policy.dual_key(n), round(quick[n], 2)] for n in ranked]
-    # the transformed weight is a buffer of the candidate's own, like a workspace (and a tie
-    # between equal times goes to the smaller one: a plan of the problem itself)
-    wbytes = math.prod(dual.w_shape()) * DTYPE_BYTES[dual.dtype]
-    out = []
-    for n in ranked:
-        p = infos[n]
-        notes = (f"source={p.source}", f"dual {dual.direction} plan: weight flipped and "
-                 f"channel-swapped per call (timed; its {wbytes} B buffer counted as "
-                 f"workspace); plan alone {quick[n]:.1f} us quick", *(x.lower() for x in p.notes))
-        out.append(Candidate(policy.dual_key(n), "cuda", p.workspace_bytes + wbytes,
-                             deterministic(p), notes))
-    return out
+    return _candidates(problem, dual, [infos[n] for n in ranked],
+                       lambda p: f"plan alone {quick[p.name]:.1f} us quick")
 
 
 CUDNN_DUAL = DualEngine()

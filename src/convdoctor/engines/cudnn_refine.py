@@ -2,7 +2,7 @@
 
 cuDNN's heuristics list a few configurations of each engine (tile size, cluster shape, ...), and
 the bounded enumeration in `cudnn_plan.enumerate_plans` tries each knob only at its ends and
-middle. On the H100 (session 10, `scripts/gpu/knob_explore.py`) configurations one knob away from
+middle. On the H100 (`lab/knob_explore.py`) configurations one knob away from
 the fastest heuristic plan ran 1-4% faster on several fp32 layers (whisper conv2 4.0%, ResNet-50
 3x3 at 14x14 3.2%, Inception 4a 2.3%). This module finds them cheaply, before the harness:
 
@@ -58,7 +58,7 @@ class Refinement:
 
     def summary(self) -> dict[str, Any]:
         """A JSON-safe record of the walk for the tuning result (`TuneResult.listing`): its seeds
-        with their quick times, what it tried, built and kept, and its notes. Session 15: two
+        with their quick times, what it tried, built and kept, and its notes. Why: two
         tuning runs of Inception Mixed_5b.branch3x3dbl_2 kept different plans because one run's
         walk never started from the plan whose neighbour won the other; which seeds each run used
         could not be read afterwards."""
@@ -83,7 +83,7 @@ QUICK_CALLS = 3  # calls per quick batch (two batches, the faster one counts)
 # plus SLOW_SLACK_US, and again on a second call (a host hiccup can inflate one reading), keeps
 # the probe as its quick time, without the batches: it can be neither a seed (within `seed_band`)
 # nor kept (within `margin`). Probes are compared with probes, so launch cost is on both sides.
-# Why: in session 14 the spin-covered batches (~20 calls per plan) made the quick times of
+# Why: on an H100 the spin-covered batches (~20 calls per plan) made the quick times of
 # depthwise fp16 layers' slow plans so costly that listing the candidates of 5 MobileNet/
 # EfficientNet layers took over the worker's 30 s in both tuning runs, and those layers got no
 # tuned result.
@@ -104,12 +104,12 @@ def event_timer(problem: ConvProblem, buffers: dict[str, Any], *,
     The batches are timed by the harness's own `timing.LaunchTimer` (no L2 flush, no CUDA graph):
     its warm-up calls, a GPU spin before each batch sized from the batch's measured host time,
     and a retake behind a longer spin when the host outran it, so the events time the kernels
-    back to back, not the Python and cudnn-frontend launch cost. Why: in session 13 (H100,
-    `scripts/gpu/refine_stability.py`) the former plain timer (events around 3 calls after one
+    back to back, not the Python and cudnn-frontend launch cost. Why: on an H100
+    (`lab/refine_stability.py`) the former plain timer (events around 3 calls after one
     warm-up call) read plans of a 17 us fp16 kernel at 23-29 us and of a 27 us one at 33-42 us:
     the host's launch cost per call was most of the figure, so which neighbour looked fastest,
     and which seeds a walk started from, was launch jitter, and two tuning runs of the same layer
-    kept different refined plans (3 of the 4 unstable rows of that session's fp16 suite).
+    kept different refined plans (3 of the 4 unstable rows of an fp16 suite pass).
     `spin=False`, or a torch without `torch.cuda._sleep`, gives the plain timer.
 
     Every plan first gets a probe (see SLOW_CUT): a plan far slower than the fastest probed so far
@@ -182,7 +182,7 @@ def pick_seeds(ranked: list[str], quick_us: dict[str, float], *, engines: int = 
     """Where the knob walks start: the fastest plan of each of the `engines` fastest engines, then
     every other plan within `band` of the fastest quick time (`max_seeds` of these two kinds in
     all), and the fastest plan of each other knob family of those engines (see below); fastest
-    first. Session 10 (H100, fp32 suite): with one seed per engine, two tuning runs of the same
+    first. Why (H100, fp32 suite): with one seed per engine, two tuning runs of the same
     layer walked from different plans when their quick times swapped places (a plan ran 161.7 us
     in one process and 152.3 us in another), found different neighbours, and 4 of 88 layers were
     no longer chosen within 3% run to run; several seeds close to the best make both runs cover
@@ -198,7 +198,7 @@ def pick_seeds(ranked: list[str], quick_us: dict[str, float], *, engines: int = 
             break
     # ... and of each other knob family of those engines within `family_ratio` of the fastest
     # (at most `max_families`; plans naming a different set of knobs: cuDNN leaves some knobs out
-    # of a name at their default). Session 14 (H100, wav2vec2 pos_conv fp16): eng27 was listed as
+    # of a name at their default). Why (H100, wav2vec2 pos_conv fp16): eng27 was listed as
     # eng27_k2=1_k5=3_k14=5 (291 us) and eng27_k14=4_k2=0 (364 us); the walk sets only the
     # engine's reported knobs (k2, k14), so the fastest eng27 plan's neighbours all dropped its
     # k5, and the 184 us plan eng27_k14=4_k2=5, one knob from the slower family's plan, was found

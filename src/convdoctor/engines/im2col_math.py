@@ -9,7 +9,7 @@ form, per group, a matrix of J = Cg*R*S rows and one column per output position 
 products are one `torch.bmm`); dgrad's patches go back through one permute and `F.fold`. Every copy
 is part of the candidate's time. Offered for grouped layers that are not depthwise
 (1 < groups < C): cuDNN runs the wav2vec2 positional convolution (16 groups of 48 channels, kernel
-128) at ~13 TFLOPs on the H100 (296 us for a 3.8 GFLOP dgrad, session 25), while one batched GEMM
+128) at ~13 TFLOPs on the H100 (296 us for a 3.8 GFLOP dgrad), while one batched GEMM
 of that size runs far faster; whether the copies leave a gain is measured by the tuner
 (`torch:im2col`), never assumed. 1D and 2D; the tuner offers it where the patch matrix fits in
 1 GiB (`engines.im2col.unfit`).

@@ -159,7 +159,7 @@ _CHANNELS_RE = re.compile(
 _PADDED_RE = re.compile(
     r"Calculated padded input size per channel: \(([\d x]+)\)\.\s*Kernel size: \(([\d x]+)\)", _F)
 # cuDNN's own validation text for a convolution whose input channels are not a multiple of the
-# filter's (cuDNN 9 through the frontend; scripts/gpu/explain_live.py provokes it)
+# filter's (cuDNN 9 through the frontend; benchmarks/gpu/explain_live.py provokes it)
 _CHANNEL_CHECK_RE = re.compile(r"xDimA\[1\]\s*%\s*wDimA\[1\]")
 _MEM_RE = re.compile(r"Memory usage: (\d+) bytes free, (\d+) bytes total", _F)
 _ZERO_RE = re.compile(r"Tensor\{0,|\{count: 0 |input of size: \[0[\],]|\[0 x \d+", _F)

@@ -16,11 +16,11 @@ by their strides (NCHW, channels-last or any other dense layout; Triton speciali
 `pad_post` only sets the output size, so asymmetric padding is free.
 
 Configurations (`configs_for`, the tuner's knob): the tile shape and warp count. Candidate keys are
-"triton:dw_<config>" (`convdoctor.tune.gpu.policy.TRITON_PREFIX`). A strided dgrad also gets
+"triton:dw_<config>" (`PREFIX`). A strided dgrad also gets
 sub-pixel configurations (suffix "s", `_subpixel_kernel`): the gather above visits every tap of
 every dx position and masks those whose division is not exact (3 of 4 at stride 2); the sub-pixel
 kernel walks coarse positions and, per output parity class, only the taps that reach it (decided at
-compile time). Session 26 measured the masked gather only (strided dgrad at 0.27-0.66 TB/s).
+compile time). An H100 measured the masked gather only (strided dgrad at 0.27-0.66 TB/s).
 """
 
 from __future__ import annotations
@@ -353,7 +353,7 @@ def _on_device(t: Any) -> Any:
 
     import torch
 
-    # only where it differs: the common case launches exactly as measured in session 26
+    # only where it differs: the common case launches exactly as measured
     if getattr(t, "is_cuda", False) and t.device.index != torch.cuda.current_device():
         return torch.cuda.device(t.device)
     return contextlib.nullcontext()

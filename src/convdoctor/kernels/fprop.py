@@ -1,21 +1,21 @@
 """Forward convolution as an implicit GEMM in Triton, reading NCHW (or channels-last) in place.
 
-Tuner candidates `triton:fp_<config>` (session 30): the "k...p...j..." configurations in
+Tuner candidates `triton:fp_<config>`: the "k...p...j..." configurations in
 `OFFERED`, for ungrouped fp32 1D/2D forward problems; the runtime runs a chosen one through
-`convdoctor.runtime.triton_exec.TritonFpExec`. On the H100 (fp32 NCHW, TF32) cuDNN's fastest
+`convdoctor.engines.triton.TritonExec`. On the H100 (fp32 NCHW, TF32) cuDNN's fastest
 plans for mid-size layers (eng67) copy x to NHWC in their workspace, run a Hopper GEMM and write
 NCHW back, well under either roofline, so a kernel that reads NCHW in place could win. Measured
-(`scripts/gpu/fp_probe.py`, results in docs/results/s29 and s30):
-- session 29's first kernel ("m...n...": positions x channels over the whole batch, the NCHW
+(`lab/fp_probe.py`, raw output in benchmarks/results/probes/):
+- a first kernel ("m...n...": positions x channels over the whole batch, the NCHW
   input tile transposed for `tl.dot`) lost on all 16 rows probed, 1.4-5.2x slower than the tuned
-  paths; it was removed in session 30 (git history: a07bddc);
+  paths, and was removed (git history: a07bddc);
 - the "k...p...c..." variant was 1.3-2x faster than that one, but still lost on every 1x1 layer
   (pw960-160@7 26.0 vs 20.0 us) and, given the tap-major weight copy it needs, everywhere else;
 - the "k...p...j..." variant won one row of the 15 probed there, wav2vec2 feature_extractor.conv6
   (19.2 vs 22.0 us), and lost the rest (Mixed_7b.branch3x3_2a 28.2 vs 24.6 us); over the whole
   suite it wins where cuDNN's NCHW paths are weakest: first layers with 1-3 input channels
-  (ResNet-50 conv1 142 vs 330 us) and narrow 1x1 layers (`OFFERED`). Until a review fix in
-  session 30, 1D layers ran without the contiguous flat paths (`flat_flags`), 4-8x slower.
+  (ResNet-50 conv1 142 vs 330 us) and narrow 1x1 layers (`OFFERED`). 1D layers need the contiguous flat paths (`flat_flags`): without them they ran
+  4-8x slower.
 
     y[n, k, oh, ow] = sum over (c, r, s) of x[n, c, oh*SH - PH + r*DH, ow*SW - PW + s*DW] * w[k, c, r, s]
 
@@ -47,7 +47,7 @@ from .depthwise import unavailable as _dw_unavailable
 from .wgrad import _span, check_dot_tiles, geometry
 
 _KP_RE = re.compile(r"^k(\d+)p(\d+)([cj])(\d+)w(\d+)s(\d+)$")
-# the configurations the probe sweeps (scripts/gpu/fp_probe.py; "c": on a tap-major weight)
+# the configurations the probe sweeps (lab/fp_probe.py; "c": on a tap-major weight)
 KP_CONFIGS = ("k64p64c32w4s3", "k128p64c32w4s3", "k64p128c32w4s3", "k128p128c32w8s3",
               "k32p64c32w4s4", "k64p32c32w4s4", "k32p32c64w4s3", "k64p64c64w4s3",
               "k128p32c32w4s3", "k256p64c32w8s3")
@@ -59,8 +59,8 @@ unavailable = _dw_unavailable
 PREFIX = "triton:fp_"
 # Configurations offered to the tuner (`configs_for`): "k...p...j..." ones, which read the weight
 # as given. Each was the fastest of the 8 swept on at least one of 15 fp32 NCHW suite layers
-# (H100, session 30, scripts/gpu/fp_probe.py with FP_SWEEP=j). A sweep of these 6 over all 76
-# fp32 forward suite rows the kernel runs (scripts/gpu/fp_sweep.py) put 15 within 5% of their
+# (H100, lab/fp_probe.py with FP_SWEEP=j). A sweep of these 6 over all 76
+# fp32 forward suite rows the kernel runs (lab/fp_sweep.py) put 15 within 5% of their
 # tuned paths; re-tuned with the kernel offered (with the 1D rows and two more), it was chosen on
 # 17 of 22 (first layers with 1-3 input channels up to 2.3x, narrow 1x1 layers, 1D speech layers
 # up to 2.1x).
@@ -281,7 +281,7 @@ def run(x: Any, w: Any, y: Any, *, stride: Sequence[int], pad_pre: Sequence[int]
 def launch(x: Any, w: Any, y: Any, *, stride: Sequence[int], pad_pre: Sequence[int],
            dilation: Sequence[int], config: str, tf32: bool = False) -> Any:
     """`run`, returning what Triton's launch returns (on a GPU, the compiled kernel: its `.asm`
-    holds the PTX, for `scripts/gpu/fp_probe.py`)."""
+    holds the PTX, for `lab/fp_probe.py`)."""
     why = unavailable()
     if why is not None:
         raise RuntimeError(why)

@@ -35,7 +35,7 @@ and, per output parity class, visit only the rows and columns that reach it.
 
 Configurations (`configs_for`): "k<BLOCK_K>p<BLOCK_P>w<warps>[s]", candidate keys
 "triton:sc_<config>" (`PREFIX`): `CONFIGS` (masked gather) at stride 1, `SUBPIXEL_CONFIGS` at a
-stride. Measured (H100, fp32 NCHW, scripts/gpu/sc_probe.py, best configuration vs PyTorch's
+stride. Measured (H100, fp32 NCHW, lab/sc_probe.py, best configuration vs PyTorch's
 cuDNN heuristic): Inception Conv2d_1a_3x3 139 vs 287 us and EfficientNet-B0's stem 215 vs 313 us
 (wins); VGG16 conv3-64@224 367 vs 281, UNet2D enc1a 132 vs 105, UNet3D enc1 330 vs 172, ResNet-50
 conv1 1189 vs 530, wav2vec2 conv0 257 vs 71, DeepSpeech2 conv1 2581 vs 1105 us (losses). The

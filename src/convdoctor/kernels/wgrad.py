@@ -1,7 +1,7 @@
 """Weight gradient (wgrad) of a dense convolution as a split-reduction implicit GEMM in Triton.
 
 Why: on the H100, cuDNN's wgrad engines run layers with few channels and many positions far from
-both rooflines (session 27, fp32 NCHW, TF32 allowed: Inception's Conv2d_2a_3x3, 32 -> 32 channels
+both rooflines (H100, fp32 NCHW, TF32 allowed: Inception's Conv2d_2a_3x3, 32 -> 32 channels
 at 149x149, 542 us for 180 MB and 0.4 GFLOP; DeepSpeech2's conv2 1.18 ms). Their weight gradient
 is a small matrix (K x C*T*R*S) summed over a huge reduction (N x output positions), so the work
 must be split along the reduction to fill the GPU.
@@ -49,7 +49,7 @@ MAX_GRID_Y = 65535
 # small weight gradients over long reductions; larger ones are cuDNN's ground.
 MAX_WEIGHT = 1 << 18
 # Configurations offered (`configs_for` picks by K): the fastest of a sweep of 13 on 16 fp32
-# NCHW suite layers (H100, session 28, scripts/gpu/wg_probe.py): tap-row programs ("r") won 11 of
+# NCHW suite layers (H100, lab/wg_probe.py): tap-row programs ("r") won 11 of
 # them; 2 programs per SM ("v2") beat 4 on 5 of 16 (ResNet-50 layer1.0.conv2: 111 vs 135 us).
 CONFIGS_SMALL_K = ("m32n64l64w4s3r", "m32n32l128w4s3r", "m16n16l128w4s3r", "m32n64l64w4s3rv2",
                    "m32n64l64w4s3")

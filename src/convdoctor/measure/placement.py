@@ -48,7 +48,7 @@ WORKSPACE_STEP = (1 << 20) + (17 << 12)
 def workspace_offsets(workspace_bytes: int, count: int) -> list[int]:
     """Byte offsets of a plan's `count` workspaces inside one buffer (the first at 0).
 
-    Why: on the H100 (session 11, `scripts/gpu/ws_probe.py`) wav2vec2 conv1's split-K plan
+    Why: on the H100 (`lab/ws_probe.py`) wav2vec2 conv1's split-K plan
     `eng67_k2=9_...` ran 141-145 us with its workspace at some addresses and 161-169 us at others,
     in one process, on the same inputs (offsets 4 KiB and 64 KiB fast; 0, 256 B, 1 MiB slow), while
     the plan without split-K ran 142-144 us everywhere. With one workspace per plan the tuner saw

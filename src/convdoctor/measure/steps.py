@@ -148,10 +148,10 @@ def win_margin(a: Sequence[float], b: Sequence[float], *, floor: float = MIN_MAR
 
 # Adaptive sampling for the end-to-end decisions: a challenger that measures faster than the
 # incumbent, but by less than the margin its samples' noise demands, is measured again (another
-# `steps` interleaved samples each), at most this many times and for at most this long. Session
-# 21's ResNet-50 fp32 inference decision saw channels_last's graph replay 12% faster on 9 samples
+# `steps` interleaved samples each), at most this many times and for at most this long. Why: a
+# ResNet-50 fp32 inference decision saw channels_last's graph replay 12% faster on 9 samples
 # each and rejected it against a 12.7% margin; the same comparison measured 60 samples each at
-# 5.87 vs 6.60 ms (scripts/gpu/r50inf_probe.py, session 22).
+# 5.87 vs 6.60 ms (lab/r50inf_probe.py).
 MAX_EXTENSIONS = 3
 EXTEND_CAP_S = 10.0
 # At most 4x the samples halve a noise-derived margin (its standard error goes with 1/sqrt(n));

@@ -17,14 +17,14 @@
   enqueue to the end event's must stay under the spin's length. When the host was slower than at
   preparation (a cold call after switching candidates, a descheduled thread, a garbage
   collection), the GPU ran dry and the interval includes host time: the sample is retaken with a
-  longer spin (`TimingInfo.retakes`). Measured on an H100 (session 5): before this, one-shot
+  longer spin (`TimingInfo.retakes`). Measured on an H100: before this, one-shot
   screen samples of `torch:gemm` on a strided 1x1 layer (steady 77 us) read 140-230 us and the
   screen dropped the fastest candidate in 4 of 6 tuning runs; with it, the screen kept it every time
   (6 of 6 runs chose it), and 215 of 241 finalists of a 25-problem suite shard needed at least one
   retake (none stayed uncovered);
 - a spin grown by a retake shrinks back once the host is quick again: after every covered
   sample the spin becomes what the last `shrink_window` covered samples needed (never below the
-  spin sized at preparation). Session 5: a one-off host stall (a worker restart) grew wav2vec2
+  spin sized at preparation). Why: a one-off host stall (a worker restart) grew wav2vec2
   pos_conv's spins to 6-7 ms for the rest of its tuning, for 0.5 ms kernels, so its 0.5 s budget
   held 5 rounds instead of 14 and the pick flipped.
 """

@@ -1,6 +1,6 @@
 """A cuDNN plan's workspace kept only where the plan runs at its speed ("workspace guard").
 
-Why (session 29, H100, `scripts/gpu/ws_place_probe.py` and `ws_content_probe.py`): Inception
+Why (H100, `lab/ws_place_probe.py` and `ws_content_probe.py`): Inception
 Conv2d_4a_3x3 fp32 wgrad, plan `eng68_k2=0_k13=0_k18=1_k25=0_k27=1_k28=1` (187 MB of workspace:
 NHWC copies of x and dy, which its GEMM then reads) ran 585-597 us with some workspace buffers and
 710-736 us (+22%) with others - the same tensors, the same process, any contents (zeros, 0xff,
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Workspaces smaller than this are not guarded (split-K partial sums, index tables: the probes found
-# the effect with workspaces holding whole operand copies, 89.6 MB in session 11, 187 MB here).
+# the effect with workspaces holding whole operand copies, 89.6 MB in one probe, 187 MB in another).
 GUARD_MIN_BYTES = 1 << 20
 # A workspace more than this much slower than the reference is replaced (the slow buffers of the
 # probe were 22% slower; buffer-to-buffer spread of the insensitive plans stayed under 2.6%).

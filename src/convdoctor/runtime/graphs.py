@@ -31,6 +31,8 @@ from typing import Any
 
 import torch
 
+from .quiet import own_steps
+
 _WARMUP = 3
 
 # Bumped whenever any module in the process registers a parameter, buffer or submodule (by
@@ -131,6 +133,16 @@ class GraphedForward:
 
     # ------------------------------------------------------------------ capture
     def _capture(self, args: tuple[torch.Tensor, ...]) -> None:
+        with own_steps():
+            self._capture_graphs(args)
+        # The captured forward's autograd graph is no longer needed (a replay runs kernels, and
+        # `_Replay` is the autograd node). Kept, it would keep the parameters' gradient
+        # accumulators made on the capture's side stream alive, and every later eager backward
+        # on another stream would warn that their streams do not match.
+        self.static_out = [o.detach() for o in self.static_out]
+        self.out_spec = self._pack(self.static_out)
+
+    def _capture_graphs(self, args: tuple[torch.Tensor, ...]) -> None:
         dev = args[0].device
         saved = [(b, b.detach().clone()) for b in self.model.buffers()]
         self.static_in = tuple(a.detach().clone().requires_grad_(a.requires_grad) for a in args)

@@ -4,9 +4,8 @@ With `graphs="auto"` (or True) on CUDA, the forward (and the backward when train
 the example input signature and timed end to end against the eager model. Where the routes ranked
 without host cost per plan call (the graph routes) would run something the plain capture does not,
 a second graph is captured with them and timed too; it is taken only when its replay beats the plain
-one (`verdicts.graphs_choice`). The graphs are kept only when faster than eager by the margin, or
-tied with a host-bound eager step (`verdicts.graphs_verdict`); calls with any other signature,
-mode or context run eagerly.
+one (`verdicts.graphs_choice`). The graphs are kept only when faster than eager beyond noise (or
+asked for with `graphs=True`); calls with any other signature, mode or context run eagerly.
 """
 
 from __future__ import annotations
@@ -20,8 +19,18 @@ from . import graphs as _graphs
 from . import site as _site
 from .layout import graph_args
 from .options import OptimizeOptions
+from .quiet import own_steps
 from .report import OptimizeReport
-from .verdicts import GraphsChoice, Samples, graphs_choice, graphs_undecided, replayed_only
+from .state import state_kept
+from .verdicts import (
+    ROUNDS,
+    GraphsChoice,
+    Samples,
+    graphs_choice,
+    graphs_undecided,
+    per_round,
+    replayed_only,
+)
 
 Sites = dict[str, _site.Site]
 
@@ -61,8 +70,6 @@ def decide_graphs(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, us
     if args is None:
         report.graphs_reason = "graphs need positional tensor inputs"
         return False
-    buffers = [(b, b.detach().clone()) for b in model.buffers()]
-    grads = [(p, p.grad) for p in model.parameters()]
     try:
         g = _graphs.install(model, args, opts.train)
     except Exception as exc:  # noqa: BLE001 - not capturable: stay eager
@@ -74,20 +81,17 @@ def decide_graphs(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, us
         g_routed = _capture_routed(model, args, opts.train, sites, report)
         _graphs.attach(model, g)
     try:
-        samples, host, ok = _time_graphs(model, inputs, opts, report, dev, g, g_routed)
+        with state_kept(model):  # the caller's statistics and gradients, as they were
+            samples, host, ok = _time_graphs(model, inputs, opts, report, dev, g, g_routed)
     finally:
-        with torch.no_grad():
-            for b, v in buffers:
-                b.copy_(v)
-        for p, gr in grads:
-            p.grad = gr
         _graphs.attach(model, g)
     if not ok:
         _graphs.uninstall(model)
         report.graphs_reason = report.graphs_reason or "graphs did not replay; eager kept"
         return False
     eager_host = median(host.get("eager", []))
-    c = graphs_choice(samples, eager_host, opts.margin, forced=opts.graphs is True)
+    c = graphs_choice(samples, eager_host, opts.margin, forced=opts.graphs is True,
+                      rounds=per_round(opts.steps))
     ms = {k: median(v) for k, v in samples.items()}
     _report_graphs(report, ms, c, eager_host)
     return _apply(model, report, c, ms, g, g_routed, sites)
@@ -137,12 +141,15 @@ def _time_graphs(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions,
         by_variant["graphed_routed"] = g_routed
     host: Samples = {}
     forced = opts.graphs is True
+    n = per_round(opts.steps)
     try:
-        samples = time_interleaved(variants, dev, warmup=2, steps=opts.steps, host=host)
-        report.extensions["graphs"] = extend_while_undecided(
-            samples, variants, dev,
-            lambda s: graphs_undecided(replayed_only(s, by_variant), host, opts.margin,
-                                       forced=forced), steps=opts.steps, host=host)
+        with own_steps():
+            samples = time_interleaved(variants, dev, warmup=2, steps=opts.steps, rounds=ROUNDS,
+                                       host=host)
+            report.extensions["graphs"] = extend_while_undecided(
+                samples, variants, dev,
+                lambda s: graphs_undecided(replayed_only(s, by_variant), host, opts.margin,
+                                           forced=forced, rounds=n), steps=opts.steps, host=host)
     except Exception as exc:  # noqa: BLE001
         report.notes.append(f"CUDA graphs failed end to end ({type(exc).__name__}: {exc})")
         return {}, host, False

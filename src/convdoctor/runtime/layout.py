@@ -5,7 +5,7 @@ values, same state_dict keys), the 4D/5D floating inputs on the way in (a forwar
 outputs back to the caller's layout on the way out (a forward hook). With `channels_last="auto"`
 two copies of the model (so its batch-norm statistics and gradients are untouched) are timed end to
 end, eagerly and, where CUDA graphs may be used, as graph replays; channels_last is chosen only when
-its faster mode wins by the margin (`verdicts.layout_verdict`).
+its faster mode is faster beyond noise (`verdicts.layout_verdict`).
 """
 
 from __future__ import annotations
@@ -20,9 +20,17 @@ import torch
 from ..measure.steps import extend_while_undecided, make_step, median, time_interleaved
 from . import graphs as _graphs
 from .options import OptimizeOptions
+from .quiet import own_steps
 from .report import OptimizeReport
 from .state import OptimizedState
-from .verdicts import Samples, layout_undecided, layout_verdict, replayed_only
+from .verdicts import (
+    ROUNDS,
+    Samples,
+    layout_undecided,
+    layout_verdict,
+    per_round,
+    replayed_only,
+)
 
 
 def map_tensors(obj: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
@@ -109,7 +117,7 @@ def decide_layout(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions,
         return False
     ms = {k: median(v) for k, v in samples.items()}
     report.layout_ms = ms
-    win, need, a, c = layout_verdict(samples, opts.margin)
+    win, need, a, c = layout_verdict(samples, opts.margin, rounds=per_round(opts.steps))
     report.margins["layout"] = need
     report.channels_last = win
 
@@ -149,11 +157,13 @@ def _measure_layouts(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions,
             variants[name] = _layout_step(m, inputs, opts.train, g, on=False)
             if g is not None:
                 variants[f"{name}_graphed"] = _layout_step(m, inputs, opts.train, g, on=True)
-        samples = time_interleaved(variants, dev, warmup=2, steps=opts.steps)
-        report.extensions["layout"] = extend_while_undecided(
-            samples, variants, dev,
-            lambda s: layout_undecided(replayed_only(s, by_variant), opts.margin),
-            steps=opts.steps)
+        n = per_round(opts.steps)
+        with own_steps():
+            samples = time_interleaved(variants, dev, warmup=2, steps=opts.steps, rounds=ROUNDS)
+            report.extensions["layout"] = extend_while_undecided(
+                samples, variants, dev,
+                lambda s: layout_undecided(replayed_only(s, by_variant), opts.margin, rounds=n),
+                steps=opts.steps)
         return replayed_only(samples, by_variant)
     finally:
         # A captured copy and its graph reference each other (model.forward is the graph, the

@@ -1,19 +1,26 @@
 """`optimize(model, example_inputs)` and `restore(model)`: run a model on the tuned choices.
 
 Steps of `optimize` (each in its own module):
+0. With `verify`, a deep copy of the model as given is kept aside for step 7 (`speedup`).
 1. Model-level layout (`layout`): channels_last as asked, or with "auto" measured end to end and
-   chosen only when faster by the margin.
+   chosen only when faster beyond noise.
 2. Every stock Conv/ConvTranspose module gets a routed forward (`site.install`); one forward pass
    on the example inputs records each call's real signature (`record`).
 3. Each call gives ConvProblems (fprop; dgrad and wgrad when training), deduplicated; choices come
-   from the tuning database, and what is missing is tuned (`tuning`).
+   from the tuning database, and what is missing is tuned (`tuning`, with the progress
+   `feedback` the caller asked for).
 4. Each signature gets a Route: per direction, the tuned candidates in `tune.select.route_order`'s
    order, then PyTorch as configured, then the fallback tail (`routes`).
 5. `verify`: the routed model is timed end to end against routing off; routing stays on only when
-   it is faster by the margin, so optimize never makes a model slower than PyTorch's path.
+   it is faster beyond noise, so optimize never makes a model slower than PyTorch's path.
 6. Whole-model CUDA graphs (`graphs_decision`, CUDA only): captured for the example input
-   signature and kept only when faster than eager by the margin.
-The margin is the caller's `margin`, or by default the measurement's own (`verdicts`).
+   signature and kept only when faster than eager beyond noise.
+7. `speedup`: the model as it now is against the copy from step 0, interleaved in one session;
+   the changes stay only when that measures them faster beyond noise, and the figure is the
+   report's `speedup` with its interval. Then one summary line (`feedback`).
+"Beyond noise": faster by the margin (the caller's `margin`, or by default the measurement's own)
+and round by round (`verdicts`). Warnings PyTorch raises because of these timing and capture
+steps are filtered around them only (`quiet`).
 """
 
 from __future__ import annotations
@@ -27,12 +34,14 @@ from ..errors import UsageError
 from ..settings import current as current_settings
 from . import graphs as _graphs
 from . import site as _site
+from .feedback import announce
 from .graphs_decision import decide_graphs
 from .layout import apply_channels_last, decide_layout
 from .options import OptimizeOptions
 from .record import device_of, distinct_calls, model_problems, record_calls
 from .report import DirectionChoice, LayerChoice, OptimizeReport
 from .routes import FirstSight, build_routes
+from .speedup import confirmed, copy_as_given, forced, measure_speedup, record_undone
 from .state import OptimizedState, attach, detach, is_optimized, report_of
 from .tuning import find_results
 from .verify import verify_routing
@@ -64,18 +73,33 @@ def optimize(model: Any, example_inputs: Any = None, train: bool = True, db: Any
              tune_on_first_sight: bool = False, backend: str = "auto", verify: bool = True,
              budget_s: float = 2.0, steps: int = 10, margin: float | None = None,
              progress: Any = None, isolate: bool = True,
-             tune_time_limit_s: float | None = None, graphs: bool | str = "auto") -> Any:
+             tune_time_limit_s: float | None = None, graphs: bool | str = "auto",
+             tuning: str = "quick") -> Any:
     """Route every convolution of `model` to its tuned winner; returns the same model object.
 
     db: a `convdoctor.db.TuningDB`, a path, None (the default database) or False (no database).
     channels_last: "auto" (measure, choose only when faster), True or False.
-    verify: time routed vs unrouted end to end and keep routing only when it is faster.
+    verify: time routed vs unrouted end to end and keep routing only when it is faster; and time
+        the optimized model against a copy of the model as given: the changes stay only when
+        faster beyond noise, and `report_of(model).speedup` (as given / optimized) is that
+        measurement, with its interval in `speedup_ci`.
     margin: how much faster (relative) a layout, routing or graph variant must measure to be
         chosen; None (default): from the measurement itself, three standard errors of the two
-        medians compared, at least 1% (`measure.steps.win_margin`).
+        medians compared, at least 1% (`measure.steps.win_margin`). A variant must also be
+        faster round by round of the interleaved timing.
+    progress: None (default): on a terminal, a progress bar of the tuning on stderr (problems
+        done, problems left, time left); otherwise one `logging` INFO line per tuned problem on
+        the "convdoctor" logger. True: the bar on stderr always. False: silent. An object with
+        `update(n, note)`: it gets `update(0, problem)` and `update(1, problem)` around each
+        tuned problem (the caller closes it). At the end one summary line (problems, how many
+        from the database, tuning time, the measured speedup with its interval, what is on):
+        on stderr on a terminal or with True, else through `logging` at INFO; none with False.
     tune_time_limit_s: stop tuning new problems after this long (the rest: PyTorch's path).
     graphs: "auto" (capture CUDA graphs of the whole forward/backward, keep them only when measured
         faster), True (keep them when capture works) or False.
+    tuning: "quick" (default: `convdoctor.settings.QUICK` over the settings left at their
+        defaults, for results within the minute) or "thorough" (the settings as given). A result
+        tuned thoroughly is used by a quick run too.
     """
     t_start = time.monotonic()
     if not isinstance(model, torch.nn.Module):
@@ -85,7 +109,7 @@ def optimize(model: Any, example_inputs: Any = None, train: bool = True, db: Any
         dtype=dtype, channels_last=channels_last, tune_on_first_sight=tune_on_first_sight,
         backend=backend, verify=verify, budget_s=budget_s, steps=steps, margin=margin,
         progress=progress, isolate=isolate, tune_time_limit_s=tune_time_limit_s, graphs=graphs,
-        settings=current_settings())
+        tuning=tuning, **_tuning_settings(tuning))
     if is_optimized(model):
         restore(model)
     device = device_of(model)
@@ -93,7 +117,18 @@ def optimize(model: Any, example_inputs: Any = None, train: bool = True, db: Any
     report = OptimizeReport(device=str(device), train=opts.train)
     _run(model, inputs, opts, report, device.type)
     report.optimize_s = time.monotonic() - t_start
+    announce(report, opts.progress)
     return model
+
+
+def _tuning_settings(tuning: str) -> dict[str, Any]:
+    """`settings` (for tuning) and `base_settings` (as the user gave them) of `tuning`."""
+    from ..settings import TUNING_MODES, for_tuning
+
+    base = current_settings()
+    if tuning not in TUNING_MODES:
+        raise UsageError(f"tuning must be one of {', '.join(TUNING_MODES)}, not {tuning!r}")
+    return {"settings": for_tuning(base, tuning), "base_settings": base}
 
 
 def prepare_inputs(example_inputs: Any, opts: OptimizeOptions, device: torch.device) -> Any:
@@ -117,40 +152,70 @@ def prepare_inputs(example_inputs: Any, opts: OptimizeOptions, device: torch.dev
 
 def _run(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, report: OptimizeReport,
          dev: str) -> None:
-    """Steps 1-6 on `model`; on any exception the model is restored and the exception raised."""
-    state = OptimizedState(report)
-    use_cl = decide_layout(model, inputs, opts, report, dev)
-    sites: dict[str, _site.Site] = {}
+    """Steps 0-7 on `model`; on any exception the model is restored and the exception raised."""
+    given = copy_as_given(model, report) if opts.verify else None
     try:
-        attach(model, state)  # from here on, `restore` undoes whatever was done
-        if use_cl:
-            apply_channels_last(model, state)
-        for name, m in model.named_modules():
-            if _site.routable(m):
-                sites[name or type(m).__name__] = _site.install(m, name or type(m).__name__, dev)
-                state.modules.append(m)
-        records = record_calls(model, inputs, opts.train, sites)
-        calls = distinct_calls(records, opts.train, report.notes)
-        report.problems = len(calls.problems)
-        results = find_results(calls.problems, opts, report)
-        build_routes(sites, calls, results, opts, report, dev)
-        if opts.tune_on_first_sight:
-            hook = FirstSight(opts, dev)
-            for s in sites.values():
-                s.on_new_shape = hook
-        # Routes that lose eagerly stay installed, disabled, until the graphs decision has timed
-        # them under graphs too: there the host cost of a route is gone.
-        may_graph = opts.graphs_possible(dev) and opts.verify
-        if opts.verify and sites:
-            verify_routing(model, inputs, sites, report, opts, dev, keep_sites=may_graph)
-        used = decide_graphs(model, inputs, opts, use_cl, report, dev,
-                             sites=sites if opts.verify else None)
-        if not used:
-            for s in sites.values():
-                s.graph_routes = {}  # not used: release their plans and workspaces
-        if opts.verify and sites and not report.routing:
-            for m in model.modules():  # no wrapper left: exactly PyTorch's path
-                _site.uninstall(m)
+        _decide(model, inputs, opts, report, dev)
+        if given is not None:
+            _confirm(model, given, inputs, opts, report, dev)
     except BaseException:
         restore(model)
         raise
+    finally:
+        del given
+    if not opts.verify and not report.speedup_source:
+        report.speedup_source = "not measured (verify=False)"
+
+
+def _decide(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, report: OptimizeReport,
+            dev: str) -> None:
+    """Steps 1-6: each change made, and kept only when it measures faster."""
+    state = OptimizedState(report)
+    use_cl = decide_layout(model, inputs, opts, report, dev)
+    sites: dict[str, _site.Site] = {}
+    attach(model, state)  # from here on, `restore` undoes whatever was done
+    if use_cl:
+        apply_channels_last(model, state)
+    for name, m in model.named_modules():
+        if _site.routable(m):
+            sites[name or type(m).__name__] = _site.install(m, name or type(m).__name__, dev)
+            state.modules.append(m)
+    if not sites:
+        report.routing, report.routing_reason = False, "no convolution module to route"
+    records = record_calls(model, inputs, opts.train, sites)
+    calls = distinct_calls(records, opts.train, report.notes)
+    report.problems = len(calls.problems)
+    results = find_results(calls.problems, opts, report)
+    build_routes(sites, calls, results, opts, report, dev)
+    if opts.tune_on_first_sight:
+        hook = FirstSight(opts, dev)
+        for s in sites.values():
+            s.on_new_shape = hook
+    # Routes that lose eagerly stay installed, disabled, until the graphs decision has timed
+    # them under graphs too: there the host cost of a route is gone.
+    may_graph = opts.graphs_possible(dev) and opts.verify
+    if opts.verify and sites:
+        verify_routing(model, inputs, sites, report, opts, dev, keep_sites=may_graph)
+    used = decide_graphs(model, inputs, opts, use_cl, report, dev,
+                         sites=sites if opts.verify else None)
+    if not used:
+        for s in sites.values():
+            s.graph_routes = {}  # not used: release their plans and workspaces
+    if opts.verify and sites and not report.routing:
+        for m in model.modules():  # no wrapper left: exactly PyTorch's path
+            _site.uninstall(m)
+
+
+def _confirm(model: torch.nn.Module, given: torch.nn.Module, inputs: Any,
+             opts: OptimizeOptions, report: OptimizeReport, dev: str) -> None:
+    """Step 7: the optimized model against the model as given; every change undone unless
+    measured faster beyond noise (or asked for)."""
+    if not report.changed:
+        report.speedup_source = "no layout, routing or graph variant was measured faster"
+        return
+    if not measure_speedup(given, model, inputs, opts, report, dev):
+        return
+    if not confirmed(report) and not forced(opts, report):
+        record_undone(report)
+        restore(model)
+        attach(model, OptimizedState(report))  # as PyTorch runs it; the report stays readable

@@ -37,13 +37,21 @@ class OptimizeOptions:
     budget_s: float = 2.0
     steps: int = 10
     margin: float | None = None
-    progress: Any = None
+    progress: Any = None                 # None (as the terminal allows), True, False, an object
     isolate: bool = True
     tune_time_limit_s: float | None = None
     graphs: bool | str = "auto"
-    settings: Settings = field(default_factory=Settings)
+    tuning: str = "quick"                # "quick" or "thorough" (`settings.for_tuning`)
+    settings: Settings = field(default_factory=Settings)      # for tuning: `tuning` applied
+    # the settings as the user gave them: a result tuned under them is served to a quick run too
+    base_settings: Settings = field(default_factory=Settings)
 
     def __post_init__(self) -> None:
+        from ..settings import TUNING_MODES
+
+        if self.tuning not in TUNING_MODES:
+            raise UsageError(f"tuning must be one of {', '.join(TUNING_MODES)}, "
+                             f"not {self.tuning!r}")
         m = self.margin
         if m is not None and not (_real(m) and 0 <= m < 1):
             raise UsageError(f"margin must be a number in [0, 1) or None, not {m!r}")
@@ -57,6 +65,10 @@ class OptimizeOptions:
             raise UsageError(f"steps must be a whole number >= 1, not {self.steps!r}")
         if not (_real(self.budget_s) and self.budget_s > 0):
             raise UsageError(f"budget_s must be a number of seconds > 0, not {self.budget_s!r}")
+        p = self.progress
+        if not (p is None or isinstance(p, bool) or callable(getattr(p, "update", None))):
+            raise UsageError(f"progress must be None, True, False or an object with "
+                             f"update(n, note), not {type(p).__name__}")
         t = self.tune_time_limit_s
         if t is not None and not (_real(t) and t >= 0):
             raise UsageError(f"tune_time_limit_s must be a number of seconds >= 0 or None, "

@@ -55,12 +55,21 @@ class OptimizeReport:
     tuning_s: float = 0.0
     optimize_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    # End to end, the model as optimize leaves it against a copy of the model as given (made
+    # before any change), timed interleaved in one session (`runtime.speedup`). None and empty
+    # when nothing was changed, when `verify` is off, or when the changes were undone;
+    # `speedup_source` says which.
+    speedup: float | None = None        # as given / optimized: the median of the per-round ratios
+    speedup_ci: list[float] = field(default_factory=list)  # [low, high] of that median
+    speedup_level: float = 0.0          # the coverage of `speedup_ci` (at least 0.95 from 6 rounds)
+    speedup_samples: list[float] = field(default_factory=list)  # per round: as given / optimized
+    speedup_ms: dict[str, float] = field(default_factory=dict)  # median ms: as_given, optimized
+    # the steps of that measurement, ms: "pytorch" (the model as given), "convdoctor"
+    speedup_step_ms: dict[str, list[float]] = field(default_factory=dict)
+    speedup_source: str = ""
 
     @property
-    def speedup(self) -> float | None:
-        """End-to-end: PyTorch eager as given / the optimized model (measured in `optimize`)."""
-        base = self.layout_ms.get("as_given")
-        best = self.graphs_ms.get("chosen") or self.verify_ms.get("chosen")
-        if not base or not best:
-            return None
-        return base / best
+    def changed(self) -> bool:
+        """Does the model run anything but PyTorch's own path as given (a layout, routes or
+        graphs)?"""
+        return bool(self.channels_last or self.routing or self.graphs)

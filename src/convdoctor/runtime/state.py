@@ -1,8 +1,11 @@
 """What `optimize` leaves on a model so that `restore` can undo it exactly, and `report_of` /
-`is_optimized`, which read it."""
+`is_optimized`, which read it; `state_kept`, which puts a model's statistics and gradients back
+after `optimize` timed it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,3 +44,22 @@ def attach(model: torch.nn.Module, state: OptimizedState) -> None:
 
 def detach(model: torch.nn.Module) -> OptimizedState | None:
     return model.__dict__.pop(ATTR, None)
+
+
+@contextmanager
+def state_kept(model: torch.nn.Module) -> Iterator[None]:
+    """Run timing steps on `model` and put its buffers (batch-norm statistics) and gradients
+    back afterwards. The gradients are set aside (None while inside): a backward accumulates
+    into an existing `.grad` in place."""
+    buffers = [(b, b.detach().clone()) for b in model.buffers()]
+    grads = [(p, p.grad) for p in model.parameters()]
+    for p, _ in grads:
+        p.grad = None
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for b, v in buffers:
+                b.copy_(v)
+        for p, g in grads:
+            p.grad = g

@@ -12,7 +12,9 @@ from typing import Any
 
 from ..problem import ConvProblem
 from ..settings import Settings
+from .feedback import Clock, tuning_feedback
 from .options import OptimizeOptions
+from .quiet import own_steps
 from .report import OptimizeReport
 
 # problem key -> (tuning result, "db" | "tuned")
@@ -39,8 +41,9 @@ class Tuning:
     """Database lookups and tuning with one backend (a worker process started only if needed)."""
 
     def __init__(self, db: Any, backend: str, budget_s: float, isolate: bool,
-                 settings: Settings) -> None:
+                 settings: Settings, base_settings: Settings | None = None) -> None:
         self.settings = settings
+        self.base_settings = base_settings if base_settings is not None else settings
         self.db = open_db(db)
         self.backend_name = backend
         self.budget_s = budget_s
@@ -62,15 +65,30 @@ class Tuning:
 
     @classmethod
     def of(cls, opts: OptimizeOptions) -> Tuning:
-        return cls(opts.db, opts.backend, opts.budget_s, opts.isolate, opts.settings)
+        return cls(opts.db, opts.backend, opts.budget_s, opts.isolate, opts.settings,
+                   opts.base_settings)
 
     def lookup(self, problem: ConvProblem) -> Any:
         if not self.available or self.db is None or self.env is None:
             return None
         try:
-            return self.db.get(problem, self.env)
+            for env in self._lookup_envs():
+                res = self.db.get(problem, env)
+                if res is not None:
+                    return res
+            return None
         except Exception:  # noqa: BLE001 - the database is a cache
             return None
+
+    def _lookup_envs(self) -> list[dict[str, str]]:
+        """The database keys a result may be served from: this run's settings, then the settings
+        as the user gave them (a thorough result serves a quick run)."""
+        assert self.env is not None
+        envs = [self.env]
+        base = self.base_settings.result_key()
+        if "settings" in self.env and self.env["settings"] != base:
+            envs.append(dict(self.env, settings=base))
+        return envs
 
     def tune(self, problem: ConvProblem, progress: Any = None) -> Any:
         if not self.available:
@@ -85,7 +103,7 @@ class Tuning:
                 self._worker = WorkerBackend(self.backend_name, settings=self.settings)
             be = self._worker
         return tune_problem(problem, backend=be, db=self.db, budget_s=self.budget_s,
-                            progress=progress)
+                            progress=progress, settings=self.settings)
 
     def close(self) -> None:
         if self._worker is not None:
@@ -101,7 +119,7 @@ def _won(res: Any) -> bool:
 
 
 def find_results(problems: dict[str, ConvProblem], opts: OptimizeOptions,
-                 report: OptimizeReport) -> Results:
+                 report: OptimizeReport, *, clock: Clock = time.monotonic) -> Results:
     """A tuning result with a winner for each problem that has one: from the database, else
     tuned (`opts.tune_missing`, within `opts.tune_time_limit_s`). Counts and notes go to
     `report`; a problem without a result runs PyTorch's path."""
@@ -109,7 +127,7 @@ def find_results(problems: dict[str, ConvProblem], opts: OptimizeOptions,
     tuning = Tuning.of(opts)
     if not tuning.available:
         report.notes.append(tuning.why + "; every convolution runs PyTorch's path")
-    t0 = time.monotonic()
+    t0 = clock()
     try:
         missing = []
         for pk, p in problems.items():
@@ -120,46 +138,46 @@ def find_results(problems: dict[str, ConvProblem], opts: OptimizeOptions,
             else:
                 missing.append((pk, p))
         if missing and opts.tune_missing and tuning.available:
-            _tune_missing(tuning, missing, opts, report, results, t0)
+            _tune_missing(tuning, missing, opts, report, results, t0, clock)
     finally:
         tuning.close()
-    report.tuning_s = time.monotonic() - t0
+    report.tuning_s = clock() - t0
     report.untuned = len(problems) - len(results)
     return results
 
 
 def _tune_missing(tuning: Tuning, missing: list[tuple[str, ConvProblem]], opts: OptimizeOptions,
-                  report: OptimizeReport, results: Results, t0: float) -> None:
-    """Tune `missing` in order with a progress bar (the caller's `opts.progress`, or one of our
-    own), until `opts.tune_time_limit_s` after `t0`; winners go to `results`."""
-    prog = opts.progress
-    if prog is None:
-        from ..progress import Progress
-
-        prog = Progress(len(missing), "convdoctor: tuning")
+                  report: OptimizeReport, results: Results, t0: float, clock: Clock) -> None:
+    """Tune `missing` in order, reporting to the feedback `opts.progress` asks for
+    (`feedback.tuning_feedback`), until `opts.tune_time_limit_s` after `t0`; winners go to
+    `results`."""
+    fb = tuning_feedback(opts.progress, len(missing), now=clock)
     limit = opts.tune_time_limit_s
     try:
         skipped = 0
         for pk, p in missing:
-            if limit is not None and time.monotonic() - t0 > limit:
+            if limit is not None and clock() - t0 > limit:
                 skipped += 1
                 continue
-            prog.update(0, p.short())
+            fb.start(p)
+            t = clock()
+            why = ""
             try:
-                res = tuning.tune(p, prog)
+                with own_steps():
+                    res = tuning.tune(p, fb.progress)
             except Exception as exc:  # noqa: BLE001 - one problem failing keeps PyTorch's path
-                report.notes.append(f"tuning {p.short()} failed: {type(exc).__name__}: {exc}")
+                why = f"failed: {type(exc).__name__}: {exc}"
+                report.notes.append(f"tuning {p.short()} {why}")
                 res = None
-            prog.update(1, p.short())
             if _won(res):
                 results[pk] = (res, "tuned")
                 report.tuned += 1
             elif res is not None:
                 why = "; ".join(getattr(res, "notes", []) or []) or "no candidate won"
                 report.notes.append(f"{p.short()}: not tuned ({why}); PyTorch's path")
+            fb.done(p, res, clock() - t, why)
         if skipped:
             report.notes.append(f"tuning time limit ({limit:.0f} s) reached: "
                                 f"{skipped} problems not tuned, PyTorch's path")
     finally:
-        if opts.progress is None:
-            prog.close()
+        fb.close()

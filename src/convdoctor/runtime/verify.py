@@ -1,8 +1,8 @@
 """End-to-end verification of the routes: the routed model is timed against the same model with
 routing off (exactly PyTorch's path), and, where there are graph routes, against the routes ranked
 without host cost per plan call (a GPU-bound step hides that host cost, so they can win eagerly).
-Routing stays on only when its fastest variant wins by the margin (`verdicts.routing_choice`), so
-`optimize` never makes a model slower than PyTorch's path.
+Routing stays on only when its fastest variant is faster beyond noise (`verdicts.routing_choice`),
+so `optimize` never makes a model slower than PyTorch's path by its own measurement.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import torch
 from ..measure.steps import extend_while_undecided, make_step, median, time_interleaved
 from . import site as _site
 from .options import OptimizeOptions
+from .quiet import own_steps
 from .report import OptimizeReport
-from .verdicts import routing_choice, routing_undecided
+from .verdicts import ROUNDS, per_round, routing_choice, routing_undecided
 
 Sites = dict[str, _site.Site]
 
@@ -24,9 +25,10 @@ Sites = dict[str, _site.Site]
 def verify_routing(model: torch.nn.Module, inputs: Any, sites: Sites, report: OptimizeReport,
                    opts: OptimizeOptions, dev: str, keep_sites: bool = False) -> None:
     """Time the routed model against routing off, and (when there are graph routes) against the
-    routes ranked without host cost per plan call; keep the fastest routing only when it wins by
-    the margin. Graph routes that win eagerly become the eager routes. When routing loses, the
-    sites are uninstalled unless `keep_sites` (the graphs decision times them under graphs)."""
+    routes ranked without host cost per plan call; keep the fastest routing only when it is
+    faster beyond noise. Graph routes that win eagerly become the eager routes. When routing
+    loses, the sites are uninstalled unless `keep_sites` (the graphs decision times them under
+    graphs)."""
     try:
         twin = copy.deepcopy(model)  # sites are shared with the copy; BN statistics are not
     except Exception as exc:  # noqa: BLE001
@@ -50,10 +52,13 @@ def verify_routing(model: torch.nn.Module, inputs: Any, sites: Sites, report: Op
     variants = {"routed": variant(eager_routes), "unrouted": variant(None)}
     if any(s.graph_routes for s in sites.values()):
         variants["routed_nohost"] = variant(free_routes)
+    n = per_round(opts.steps)
     try:
-        samples = time_interleaved(variants, dev, warmup=2, steps=opts.steps)
-        report.extensions["routing"] = extend_while_undecided(
-            samples, variants, dev, lambda s: routing_undecided(s, opts.margin), steps=opts.steps)
+        with own_steps():
+            samples = time_interleaved(variants, dev, warmup=2, steps=opts.steps, rounds=ROUNDS)
+            report.extensions["routing"] = extend_while_undecided(
+                samples, variants, dev, lambda s: routing_undecided(s, opts.margin, rounds=n),
+                steps=opts.steps)
     except Exception as exc:  # noqa: BLE001
         use(None)
         report.routing = False
@@ -62,7 +67,7 @@ def verify_routing(model: torch.nn.Module, inputs: Any, sites: Sites, report: Op
         return
     finally:
         del twin
-    best, m, keep = routing_choice(samples, opts.margin)
+    best, m, keep = routing_choice(samples, opts.margin, rounds=n)
     use(eager_routes)
     for s in sites.values():
         s.enabled = keep

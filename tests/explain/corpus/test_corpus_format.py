@@ -94,3 +94,40 @@ def test_new_dev_messages_meet_the_mix() -> None:
     assert groups["tensorflow"] >= 0.30 * total
     assert groups["jax"] >= 0.25 * total
     assert groups["other"] >= 0.20 * total
+
+
+BLIND = "blind.jsonl"
+
+
+def _blind_rows() -> list[dict]:
+    rows = [r for name, r in ALL if name == BLIND]
+    if not rows:
+        pytest.skip("no blind.jsonl in this checkout")
+    return rows
+
+
+def test_blind_file_holds_only_blind_rows() -> None:
+    """blind.jsonl: every line says split "blind" (test_entry then checks split.side agrees)."""
+    bad = [
+        r["id"]
+        for r in _blind_rows()
+        if r["split"] != "blind" or not re.fullmatch(r"b\d{4}", r["id"])
+    ]
+    assert not bad
+
+
+def test_blind_shares_no_thread_or_repository_with_dev() -> None:
+    """No blind thread is a dev thread; no non-framework blind repository has a dev message."""
+    dev = [r for name, r in ALL if name.startswith("dev")]
+    old_threads, old_repos = split.existing_dev()
+    dev_threads = {split.thread_of(r["url"]) for r in dev} | old_threads
+    dev_repos = {r["repo"].lower() for r in dev} | old_repos
+    blind = _blind_rows()
+    shared_threads = [r["id"] for r in blind if split.thread_of(r["url"]) in dev_threads]
+    shared_repos = [
+        r["id"]
+        for r in blind
+        if r["repo"].lower() not in split.FRAMEWORK_REPOS and r["repo"].lower() in dev_repos
+    ]
+    assert not shared_threads, shared_threads
+    assert not shared_repos, shared_repos
