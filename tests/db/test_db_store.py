@@ -126,7 +126,8 @@ def test_kill_9_during_writes_leaves_a_consistent_previous_state(tmp_path: Path)
         db.put(result(i))
     db.close()
     code = _KILLED_WRITER.format(here=str(HERE))
-    for delay in (0.05, 0.13, 0.31, 0.5, 0.77):
+    # a put of this size takes ~15 ms: each kill lands at another point of a write
+    for delay in (0.02, 0.05, 0.09, 0.14, 0.2):
         p = subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
         assert p.stdout is not None
