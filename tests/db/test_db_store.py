@@ -299,7 +299,7 @@ def test_ninety_problems_load_in_under_half_a_second(tmp_path: Path) -> None:
 
 
 def test_left_out_units_are_remembered_per_device_and_versions(tmp_path: Path) -> None:
-    # session 19 (H100): eng69's quick time hung once per process on 3D fp16 wgrad listings
+    # on an H100, eng69's quick time hung once per process on 3D fp16 wgrad listings
     kind = "wgrad float16 tf32 nhwc 3d"
     with TuningDB(tmp_path / "t.sqlite3") as db:
         assert db.left_out(ENV) == {}

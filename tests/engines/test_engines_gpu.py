@@ -165,7 +165,7 @@ def _guarded_plan(backend, p: ConvProblem):  # noqa: ANN202, ANN001
 
 
 def test_a_plan_runner_guards_each_slot_workspace_gpu(backend, monkeypatch) -> None:
-    """Session 29: a plan's speed can follow the memory behind its workspace (+22%); settled (the
+    """A cuDNN plan's speed can follow the memory behind its workspace (+22%); settled (the
     harness settles finalists), the runner holds every slot's workspace to the fastest it saw, as
     `optimize` does. With the tolerance
     below zero every workspace counts as slow, so each slot tries `TRIES` and keeps the fastest
@@ -280,7 +280,7 @@ def test_the_runtime_dual_plan_guards_its_workspace_with_the_transform_gpu(monke
 
 
 def test_refinement_learns_knob_numbers_and_its_plans_rebuild_by_name(backend) -> None:
-    """Knob-space refinement on a layer where session 10's probe found a faster neighbour:
+    """Knob-space refinement on a layer where a probe found a faster neighbour:
     every knob type of the fastest engine maps to a plan-name number, every kept plan is new,
     builds again by its name alone (what the database and `optimize` do) and computes the
     convolution correctly."""
