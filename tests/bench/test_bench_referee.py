@@ -15,6 +15,8 @@ from convdoctor.problem import ConvProblem
 from convdoctor.tune.backend import Candidate
 
 US = 1e-6
+# each arm's backend runs in this process (tests/bench/conftest.py)
+pytestmark = pytest.mark.usefixtures("in_process_workers")
 
 
 def test_vs_heuristic_uses_the_twin_in_the_heuristic_process() -> None:

@@ -13,6 +13,9 @@ from convdoctor.bench import arms, resume
 from convdoctor.cli import main
 from convdoctor.errors import UsageError
 
+# each arm's backend runs in this process (tests/bench/conftest.py)
+pytestmark = pytest.mark.usefixtures("in_process_workers")
+
 
 def _suite(tmp_path: Path) -> Path:
     suite = tmp_path / "s.json"
@@ -26,7 +29,9 @@ ARGS = ["--budget", "0.1", "--pytorch-runs", "1", "--tune-runs", "2", "--json"]
 
 @pytest.mark.slow
 def test_an_interrupted_bench_resumes_without_rerunning_finished_arms(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        in_process_workers: Any) -> None:
+    in_process_workers.round_trip_s = 0.001    # the candidates' host costs are checked below
     suite, out = _suite(tmp_path), tmp_path / "r.json"
     real_tune = arms.tune_arm
     calls = {"tune": 0}
@@ -42,6 +47,8 @@ def test_an_interrupted_bench_resumes_without_rerunning_finished_arms(
     state = json.loads((tmp_path / "r.json.partial").read_text())
     assert len(state["torch_runs"]) == 1 and len(state["tune_runs"]) == 1
     assert not out.exists()
+    # the stop shut every worker it had started
+    assert len(in_process_workers.started) == 2 and all(w.closed for w in in_process_workers.started)
 
     def pytorch_must_not_run(*a: Any, **k: Any) -> Any:
         raise AssertionError("a finished arm ran again")

@@ -7,14 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tune_fakes import importable_in_workers
 
 from convdoctor.bench.referee import spread
 from convdoctor.bench.suites import parse_shard, shard_of
 from convdoctor.bench.summary import summarize
 from convdoctor.cli import main
 from convdoctor.errors import UsageError
-
-TUNE_TESTS = str(Path(__file__).resolve().parents[1] / "tune")   # tune_fakes, for the workers
 
 
 @pytest.mark.parametrize("n_items,n", [(101, 4), (7, 3), (3, 5), (10, 1)])
@@ -305,7 +304,6 @@ def test_the_pytorch_arm_times_its_paths_outside_the_tolerance() -> None:
 
 def test_the_referee_times_pytorch_paths_outside_the_tolerance(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import os
 
     from convdoctor.bench.arms import ArmSpec
     from convdoctor.bench.referee import OUTSIDE_KEY, referee_arm
@@ -316,8 +314,7 @@ def test_the_referee_times_pytorch_paths_outside_the_tolerance(
         def update(self, n: int, text: str) -> None:
             pass
 
-    pp = os.environ.get("PYTHONPATH", "")       # the worker process imports tune_fakes
-    monkeypatch.setenv("PYTHONPATH", TUNE_TESTS + (os.pathsep + pp if pp else ""))
+    importable_in_workers(monkeypatch)       # the worker process imports tune_fakes
     p = ConvProblem.parse("fprop n=1 c=4 h=8 w=8 k=4 r=3 s=3 pad=1")
     keys = {p.key(): ["torch:heuristic", "torch:benchmark", "eng:x", "eng:bad", "eng:pick"]}
     spec = ArmSpec("tune_fakes:make_outside_tolerance_backend", 0.2, 30.0, Settings())
@@ -340,12 +337,10 @@ def test_a_bench_row_names_pytorch_paths_timed_outside_the_tolerance(
     # end to end on the sim backend in real worker processes: both PyTorch arms and the referee
     # time benchmark=True's pick that misses the tolerance; the tuner never takes it
     import argparse
-    import os
 
     from convdoctor.cli import bench as cmd_bench
 
-    pp = os.environ.get("PYTHONPATH", "")
-    monkeypatch.setenv("PYTHONPATH", TUNE_TESTS + (os.pathsep + pp if pp else ""))
+    importable_in_workers(monkeypatch)
     suite = tmp_path / "s.json"
     suite.write_text(json.dumps({"name": "tiny", "problems": [
         {"group": "g", "name": "a", "problem": "n=1 c=4 h=8 w=8 k=4 r=3 s=3 pad=1"}]}))

@@ -35,9 +35,11 @@ def test_trace_resnet50_names_shapes_and_leaves_model_untouched() -> None:
 def test_trace_is_fast_on_meta() -> None:
     m = zoo.get("resnet50", device="meta")
     trace_convs(m, input_shape=(1, 3, 64, 64))  # warm-up
-    t0 = time.perf_counter()
+    # CPU time, not wall time: other jobs on the machine must not fail it (a real forward pass
+    # of ResNet-50 at batch 256 would take minutes of CPU; on meta tensors nothing is computed)
+    t0 = time.process_time()
     trace_convs(m, input_shape=(256, 3, 224, 224))
-    assert time.perf_counter() - t0 < 5.0
+    assert time.process_time() - t0 < 5.0
 
 
 def test_dtype_and_channels_last_are_applied() -> None:

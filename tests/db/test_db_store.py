@@ -126,7 +126,8 @@ def test_kill_9_during_writes_leaves_a_consistent_previous_state(tmp_path: Path)
         db.put(result(i))
     db.close()
     code = _KILLED_WRITER.format(here=str(HERE))
-    for delay in (0.05, 0.13, 0.31, 0.5, 0.77):
+    # a put of this size takes ~15 ms: each kill lands at another point of a write
+    for delay in (0.02, 0.05, 0.09, 0.14, 0.2):
         p = subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
         assert p.stdout is not None
@@ -298,7 +299,7 @@ def test_ninety_problems_load_in_under_half_a_second(tmp_path: Path) -> None:
 
 
 def test_left_out_units_are_remembered_per_device_and_versions(tmp_path: Path) -> None:
-    # session 19 (H100): eng69's quick time hung once per process on 3D fp16 wgrad listings
+    # on an H100, eng69's quick time hung once per process on 3D fp16 wgrad listings
     kind = "wgrad float16 tf32 nhwc 3d"
     with TuningDB(tmp_path / "t.sqlite3") as db:
         assert db.left_out(ENV) == {}

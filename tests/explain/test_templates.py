@@ -1,4 +1,5 @@
-"""The mined message templates: well-formed, valid causes, regexes that match and stay fast."""
+"""The mined message templates: well-formed, valid causes, regexes that match and never backtrack
+catastrophically."""
 
 from __future__ import annotations
 
@@ -65,9 +66,12 @@ def test_template(where: str, t: dict) -> None:
     assert rx.search(t["example"]), f"{where}: regex does not match its example"
     # The regex must not swallow a line that is not the message.
     assert not rx.search("nothing to see here\n" * 10), where
+    # A guard against catastrophic backtracking, not a speed test: every template scans the
+    # 100 kB line in about a millisecond; one that backtracks quadratically on it takes seconds
+    # (5e9 steps) or never ends. The budget is a thousand times the scan, so load never fails it.
     t0 = time.perf_counter()
     rx.search(LONG_LINE)
-    assert time.perf_counter() - t0 < 0.010, f"{where}: slow on a 100 kB line"
+    assert time.perf_counter() - t0 < 1.0, f"{where}: backtracks on a 100 kB line"
 
 
 def test_examples_are_unique_to_few_templates() -> None:

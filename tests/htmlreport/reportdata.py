@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
+
+from env_machines import SITE, healthy
 
 from convdoctor.htmlreport.model import Cand, TunedProblem
 
@@ -20,8 +21,6 @@ BENCH_H200 = RESULTS / "bench" / "h200_fp32-nchw_fprop_7rows.json.gz"
 OPT_RESNET = RESULTS / "optimize" / "resnet50_f962006.json.gz"
 H100 = "NVIDIA H100 80GB HBM3"
 
-sys.path.insert(0, str(ROOT / "tests" / "env"))
-from env_machines import SITE, healthy  # noqa: E402
 
 OWN = f"{SITE}/nvidia/cudnn/lib"
 EXTRA = "/repo/.gpu-extra/cudnn-cu12/lib"

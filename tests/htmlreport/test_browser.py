@@ -75,10 +75,17 @@ def coloured(rows: list[bytes]) -> int:
     return n
 
 
-def shoot(page: Path, out: Path, *flags: str, size: str = "1200,1600") -> bytes:
+def headless(out: Path) -> list[str]:
+    """Chromium headless with a profile of its own next to `out`, so that browsers started by
+    tests running at the same time (pytest-xdist) never share one."""
     assert BROWSER is not None
-    subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                    *flags, f"--screenshot={out}", f"--window-size={size}", page.as_uri()],
+    return [BROWSER, "--headless", "--no-sandbox", "--disable-gpu",
+            f"--user-data-dir={out.parent / (out.name + '.profile')}"]
+
+
+def shoot(page: Path, out: Path, *flags: str, size: str = "1200,1600") -> bytes:
+    subprocess.run([*headless(out), "--hide-scrollbars", *flags, f"--screenshot={out}",
+                    f"--window-size={size}", page.as_uri()],
                    capture_output=True, timeout=120, check=False)
     assert out.is_file(), "chromium wrote no screenshot"
     return out.read_bytes()
@@ -111,10 +118,8 @@ def test_dark_mode_and_print(page: Path, tmp_path: Path) -> None:
     _, _, rows = read_png(shoot(page, tmp_path / "dark.png", "--force-dark-mode"))
     assert rows[5][:3] == bytes(DARK_BG) and coloured(rows) > 3000
     pdf = tmp_path / "page.pdf"
-    assert BROWSER is not None
-    subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu",
-                    "--no-pdf-header-footer", f"--print-to-pdf={pdf}", page.as_uri()],
-                   capture_output=True, timeout=120, check=False)
+    subprocess.run([*headless(pdf), "--no-pdf-header-footer", f"--print-to-pdf={pdf}",
+                    page.as_uri()], capture_output=True, timeout=120, check=False)
     data = pdf.read_bytes()
     assert data.startswith(b"%PDF")
     assert len(re.findall(rb"/Type\s*/Page[^s]", data)) >= 2

@@ -1,12 +1,13 @@
-"""Large reports stay small and quick to open: 1,000 tuned problems and a 150-layer model, from
-the synthetic inputs of benchmarks/bench_report.py, under 5 MB each and (where Chromium is
-installed) opened, parsed and laid out in under 2 s."""
+"""Large reports stay small: the page grows by a bounded number of bytes per tuned problem (per
+layer of a model), so the 1,000 tuned problems and the 150-layer model of
+benchmarks/bench_report.py stay under its 5 MB target; every page is well-formed and
+self-contained. The pages are written from that benchmark's synthetic inputs, at 20 and 40
+problems (layers). How long a page takes to write and to open is that benchmark's to print."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import statistics
 from pathlib import Path
 from types import ModuleType
 
@@ -29,25 +30,26 @@ def _bench() -> ModuleType:
 BENCH = _bench()
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("what", ["tuning", "optimize"])
-def test_large_report_is_small_and_opens_fast(tmp_path: Path, what: str,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
-    src = tmp_path / f"{what}.json"
-    if what == "tuning":
-        src.write_text(json.dumps(BENCH.synthetic_tuning(1000)))
-        flag, expect = "--db", "tuning"
-    else:
-        src.write_text(json.dumps(BENCH.synthetic_optimize(150)))
-        flag, expect = "--optimize", "optimize"
-    out = tmp_path / "page.html"
-    assert main(["report", flag, str(src), "--out", str(out), "--json"]) == 0
-    info = json.loads(capsys.readouterr().out)
-    assert expect in info["sections"]
-    assert info["bytes"] == out.stat().st_size < BENCH.SIZE_TARGET
-    check_page(out.read_text(encoding="utf-8"))
-    browser = BENCH.chromium()
-    if browser is None:
-        return
-    loads = [BENCH.open_ms(out, browser)[0] for _ in range(3)]
-    assert statistics.median(loads) < BENCH.OPEN_TARGET_MS, loads
+@pytest.mark.parametrize("what, target", [("tuning", 1000), ("optimize", 150)])
+def test_a_large_report_stays_under_the_size_target(tmp_path: Path, what: str, target: int,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    sizes = {}
+    for n in (20, 40):
+        src = tmp_path / f"{what}{n}.json"
+        if what == "tuning":
+            src.write_text(json.dumps(BENCH.synthetic_tuning(n)))
+            flag = "--db"
+        else:
+            src.write_text(json.dumps(BENCH.synthetic_optimize(n)))
+            flag = "--optimize"
+        out = tmp_path / f"page{n}.html"
+        assert main(["report", flag, str(src), "--out", str(out), "--json"]) == 0
+        info = json.loads(capsys.readouterr().out)
+        assert what in info["sections"]
+        assert info["bytes"] == out.stat().st_size
+        check_page(out.read_text(encoding="utf-8"))
+        sizes[n] = info["bytes"]
+    per_item = (sizes[40] - sizes[20]) / 20
+    assert per_item > 0                                  # every problem (layer) is on the page
+    projected = sizes[40] + (target - 40) * per_item
+    assert projected < BENCH.SIZE_TARGET, (sizes, projected)

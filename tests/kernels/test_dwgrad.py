@@ -2,7 +2,7 @@
 Triton is installed) the kernel itself under Triton's CPU interpreter against a float64 reference
 (fp32/fp16/bf16, NCHW and channels-last, strides 1 and 2, kernels 3/5/7 and uneven ones, odd
 sizes, 1D), one chunk or a reduction split over several chunks and column blocks, and through the
-runtime executor. The GPU runs are in tests/tune_gpu and tests/runtime (`gpu`)."""
+runtime executor. The GPU runs are in tests/engines and tests/runtime (`gpu`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The small-C dgrad Triton kernel: configurations, eligibility, and (where Triton is installed)
 the kernel itself under Triton's CPU interpreter against a float64 reference: 1D/2D/3D, strides,
 dilations, asymmetric padding, several K blocks, channels-last, 64-bit offsets, fp16, in both the
-masked gather and the sub-pixel ("s") variant. The GPU runs are in tests/tune_gpu and tests/runtime
-(`gpu`) and scripts/gpu/sc_probe.py."""
+masked gather and the sub-pixel ("s") variant. The GPU runs are in tests/engines and tests/runtime
+(`gpu`) and lab/sc_probe.py."""
 
 from __future__ import annotations
 

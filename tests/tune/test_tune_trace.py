@@ -1,4 +1,4 @@
-"""The tuner's decision trace (`convdoctor tune --trace`) and the timer's cover rule."""
+"""The tuner's decision trace (`convdoctor tune --trace`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import sys
 
 from tune_fakes import SimBackend, SimCandidate, SimWorld
 
-from convdoctor.measure.timing import cover_for, longer_cover
 from convdoctor.problem import ConvProblem
 from convdoctor.tune.harness import Harness, HarnessConfig, file_trace, tune_problem
 
@@ -82,54 +81,3 @@ def test_cli_trace_file_and_bad_path(tmp_path) -> None:
     out = subprocess.run(bad, capture_output=True, text=True, timeout=300)
     assert out.returncode == 2
     assert "--trace" in out.stderr and "Traceback" not in out.stderr
-
-
-def test_cover_grows_only_when_the_host_outran_the_spin() -> None:
-    assert longer_cover(40e-6, 90e-6) is None              # covered: keep the sample
-    longer = longer_cover(200e-6, 90e-6)
-    assert longer is not None and longer >= cover_for(200e-6) > 200e-6
-    assert longer_cover(1e-3, 0.6e-3) == max(cover_for(1e-3), 1.2e-3)
-    assert longer_cover(1.0, 0.04) == 0.05                  # capped: a stall cannot stall us long
-
-
-def test_a_spin_grown_by_one_host_stall_shrinks_back() -> None:
-    # On an H100, a spin that only grows kept wav2vec2 pos_conv's spin at 6-7 ms for the rest of
-    # its tuning after one host stall (0.5 ms kernels). Host times: steady 40 us, one 4 ms stall
-    # at sample 10.
-    from convdoctor.measure.timing import SpinCover
-
-    base = cover_for(40e-6)
-    c = SpinCover(base, window=4)
-    spins = []
-    for i in range(40):
-        host = 4e-3 if i == 10 else 40e-6
-        for attempt in range(4):
-            spins.append(c.cover_s)
-            if not c.retake(host, last_try=attempt == 3):
-                break
-            host = 40e-6          # the retake is quick again
-    assert c.retakes == 1 and c.uncovered == 0
-    assert c.max_cover_s >= cover_for(4e-3)            # grew enough to cover the stall
-    assert c.cover_s == base and c.shrinks >= 1          # ... and shrank back to the base
-    grown = [s for s in spins if s > base]
-    assert len(grown) <= 5, f"{len(grown)} samples after the stall kept a grown spin"
-
-
-def test_a_spin_never_shrinks_below_what_recent_samples_needed() -> None:
-    from convdoctor.measure.timing import SpinCover, shrunk_cover
-
-    # the host got slower for good (300 us): the spin stays where it covers that
-    c = SpinCover(cover_for(40e-6), window=4)
-    for _ in range(20):
-        while c.retake(300e-6):
-            pass
-    assert c.cover_s >= cover_for(300e-6) > 300e-6
-    assert c.uncovered == 0
-    # pure rule: unchanged until `window` covered samples are known; never above the current spin
-    assert shrunk_cover(1e-3, 1e-4, [5e-5] * 3, window=4) == 1e-3
-    assert shrunk_cover(1e-3, 1e-4, [5e-5] * 4, window=4) == cover_for(5e-5)
-    assert shrunk_cover(1e-3, 2e-4, [5e-5] * 4, window=4) == 2e-4     # never below the base
-    assert shrunk_cover(2e-4, 1e-4, [5e-4] * 4, window=4) == 2e-4
-    # disabled (no spin kernel): never a retake
-    off = SpinCover(0.0, enabled=False)
-    assert off.retake(1.0) is False and off.retakes == 0

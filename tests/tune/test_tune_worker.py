@@ -1,12 +1,17 @@
-"""Worker isolation: a candidate that aborts, segfaults, hangs or raises costs only itself."""
+"""Worker isolation: a candidate that aborts, segfaults, hangs or raises costs only itself.
+
+A hang costs a test the wait that gives up on it: the waits are set short here (whole seconds,
+as the worker's messages print them), and the step file is polled every 50 ms instead of every
+second. Each wait that must run out is at least 0.4 s longer or shorter than the one it is told
+apart from, so a busy machine does not change which wait ends first."""
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 import pytest
+from tune_fakes import importable_in_workers
 
 from convdoctor.errors import ConvdoctorError
 from convdoctor.problem import ConvProblem
@@ -14,7 +19,6 @@ from convdoctor.tune import worker
 from convdoctor.tune.harness import HarnessConfig, tune_problem
 from convdoctor.tune.worker import WorkerBackend
 
-HERE = Path(__file__).resolve().parent
 PROBLEM = ConvProblem.parse("fprop n=1 c=8 h=8 w=8 k=8 r=3 s=3 pad=1")
 
 
@@ -33,14 +37,14 @@ def _waits(mp: pytest.MonkeyPatch, *, step: float | None = None,
 
 @pytest.fixture(autouse=True)
 def _fakes_importable(monkeypatch: pytest.MonkeyPatch) -> None:
-    pp = os.environ.get("PYTHONPATH", "")
-    monkeypatch.setenv("PYTHONPATH", str(HERE) + (os.pathsep + pp if pp else ""))
+    importable_in_workers(monkeypatch)
+    monkeypatch.setattr(worker, "WATCH_POLL_S", 0.05)
 
 
 def test_crash_hang_and_error_cost_only_their_candidate() -> None:
     cfg = _cfg()
     t0 = time.monotonic()
-    with WorkerBackend("tune_fakes:make_crash_backend", timeout_s=3.0) as be:
+    with WorkerBackend("tune_fakes:make_crash_backend", timeout_s=1.0) as be:
         r = tune_problem(PROBLEM, backend=be, config=cfg, budget_s=1.0)
         restarts = be.restarts
     elapsed = time.monotonic() - t0
@@ -89,7 +93,7 @@ def test_a_short_list_result_is_not_stored(tmp_path: Path, monkeypatch) -> None:
             assert r.winner is not None and r.short_list
             assert db.get(PROBLEM, be.environment()) is None
         # with the full list the same call stores its result
-        with WorkerBackend("tune_fakes:make_crash_backend", timeout_s=3.0) as be:
+        with WorkerBackend("tune_fakes:make_crash_backend", timeout_s=1.0) as be:
             r = tune_problem(PROBLEM, backend=be, db=db, config=cfg, budget_s=1.0)
             assert r.winner is not None and not r.short_list
             assert db.get(PROBLEM, be.environment()) is not None
@@ -251,16 +255,16 @@ def test_two_hung_units_are_both_left_out(monkeypatch: pytest.MonkeyPatch) -> No
 def test_a_hung_build_waits_the_whole_listing_wait_then_is_left_out(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # a build may take long (runtime-compiled engines): only the listing's wait applies to it
-    _waits(monkeypatch, step=0.5, listing=3.0)
+    _waits(monkeypatch, step=0.5, listing=2.0)
     with WorkerBackend("tune_fakes:make_hanging_build_backend", timeout_s=1.0) as be:
         t0 = time.monotonic()
         be.candidates(PROBLEM)
         elapsed = time.monotonic() - t0
         info = be.listing_info()
-    assert 3.0 <= elapsed < 15
+    assert 2.0 <= elapsed < 15
     assert info["excluded"] == ["eng69"]
     assert "the build of eng69_k1=0 never returned" in info["left_out_notes"][0]
-    assert "no answer within 3 s" in info["left_out_notes"][0]
+    assert "no answer within 2 s" in info["left_out_notes"][0]
 
 
 def test_a_unit_that_hangs_though_left_out_ends_in_the_short_list(
@@ -302,9 +306,9 @@ def test_the_step_watch_reads_only_complete_lines(tmp_path: Path) -> None:
 
 def test_a_listing_slow_as_a_whole_blames_no_step(monkeypatch: pytest.MonkeyPatch) -> None:
     # its last step began moments before the wait ran out: no engine is left out for it
-    _waits(monkeypatch, step=5.0, listing=2.0)
+    _waits(monkeypatch, step=1.0, listing=1.0)
     with WorkerBackend("tune_fakes:make_slow_steps_backend", timeout_s=1.0) as be:
-        with pytest.raises(worker.WorkerDied, match="no answer within 2 s.*during the quick time"):
+        with pytest.raises(worker.WorkerDied, match="no answer within 1 s.*during the quick time"):
             be.candidates(PROBLEM)
         assert be.restarts == 0 and not be.hung[worker.problem_kind(PROBLEM)]
 
@@ -322,14 +326,14 @@ def test_a_step_that_kills_the_worker_is_left_out_at_once() -> None:
 
 def test_a_quick_time_that_starts_hanging_late_in_the_listing_is_still_named(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    # healthy builds take the first 1.5 s; the quick time that hangs begins after them, so the
-    # listing's 2.5 s wait runs out before the step's 2 s: the wait is extended to name it
-    _waits(monkeypatch, step=2.0, listing=2.5)
+    # healthy builds take the first 0.6 s; the quick time that hangs begins after them, so the
+    # listing's 1 s wait runs out before the step's 1 s: the wait is extended to name it
+    _waits(monkeypatch, step=1.0, listing=1.0)
     with WorkerBackend("tune_fakes:make_late_hanging_step_backend", timeout_s=1.0) as be:
         keys = [c.key for c in be.candidates(PROBLEM)]
         info = be.listing_info()
     assert "fake:ok-fast" in keys and info["excluded"] == ["eng69"]
-    assert "did not return within 2 s" in info["left_out_notes"][0]
+    assert "did not return within 1 s" in info["left_out_notes"][0]
 
 
 def test_a_database_that_cannot_recall_or_remember_left_out_units_costs_nothing() -> None:

@@ -19,6 +19,15 @@ from typing import Any
 from convdoctor.problem import ConvProblem
 from convdoctor.tune.backend import Candidate, CandidateUnsupported, ClockReading, Correctness
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def importable_in_workers(monkeypatch: Any) -> None:
+    """Worker processes import this module by a spec such as "tune_fakes:make_crash_backend": put
+    its folder first on their PYTHONPATH (`monkeypatch`: pytest's, so the test's end undoes it)."""
+    pp = os.environ.get("PYTHONPATH", "")
+    monkeypatch.setenv("PYTHONPATH", HERE + (os.pathsep + pp if pp else ""))
+
 
 @dataclass
 class SimCandidate:
@@ -358,8 +367,8 @@ class _OwnSlotRunner(SlotRunner):
 
 class _GuardedSlotRunner(_OwnSlotRunner):
     """An `_OwnSlotRunner` with a workspace guard: `settle()` gives its slow placements fresh
-    workspaces, after which every placement runs at the candidate's true time (session 29: the
-    slowness of Conv2d_4a_3x3's plan followed the memory behind its workspace)."""
+    workspaces, after which every placement runs at the candidate's true time (the slowness of
+    Conv2d_4a_3x3's cuDNN plan followed the memory behind its workspace)."""
 
     def __init__(self, *args: Any, settled: list[str], **kw: Any) -> None:
         super().__init__(*args, **kw)
@@ -406,7 +415,7 @@ class GuardedBackend(AddressSensitiveBackend):
 # ---------------------------------------------------------------------- hung listing steps
 class HangingStepBackend(CrashBackend):
     """Its listing reports steps (`listing_step`) as the CUDA backend's does, and one step per
-    unit in `hang_units` never returns unless that unit is in `listing_exclude` (session 18, H100:
+    unit in `hang_units` never returns unless that unit is in `listing_exclude` (on an H100,
     a cuDNN engine's plan never returned from its quick time while listing 3D fp16 wgrad problems).
     `kind` is the hung step's kind ("time": the quick-time watchdog applies; "build": only the
     listing's whole wait). `stubborn`: it hangs even when told to leave the unit out."""
@@ -472,7 +481,7 @@ def make_crashing_build_backend() -> HangingStepBackend:
 
 def make_late_hanging_step_backend() -> HangingStepBackend:
     be = HangingStepBackend()
-    be.setup_steps = 5
+    be.setup_steps = 2
     return be
 
 
@@ -495,7 +504,7 @@ def make_slow_steps_backend() -> SlowStepsBackend:
 
 
 def make_outside_tolerance_backend() -> SimBackend:
-    """PyTorch's benchmark=True path misses the tolerance by a little (session 19's fp32 TF32
+    """PyTorch's benchmark=True path misses the tolerance by a little (a bench's fp32 TF32
     wgrad row: 2.09e-3 against 2e-3); its heuristic path and a plan pass. Named after its own
     factory, so `bench` (which starts its later arms by the first worker's backend name) can run
     on it."""

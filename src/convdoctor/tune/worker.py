@@ -57,7 +57,7 @@ class _WorkerProcess:
     def request(self, msg: dict[str, Any], timeout_s: float,
                 watch: Callable[[], str | None] | None = None,
                 grace: Callable[[], float] | None = None) -> dict[str, Any]:
-        """Send `msg`, wait up to `timeout_s` for the reply; `watch`, polled about once a second,
+        """Send `msg`, wait up to `timeout_s` for the reply; `watch`, polled every WATCH_POLL_S,
         returns why to give up early (the worker is then killed), or None; `grace`, asked once
         when the wait runs out, returns how many more seconds to wait (0: none)."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -79,7 +79,7 @@ class _WorkerProcess:
                 self.kill()
                 raise WorkerHung(f"no answer within {timeout_s:.0f} s (hung); worker killed"
                                  + self._stderr_tail())
-            ready, _, _ = select.select([fd], [], [], min(left, 1.0))
+            ready, _, _ = select.select([fd], [], [], min(left, WATCH_POLL_S))
             if not ready:
                 why = watch() if watch is not None else None
                 if why:
@@ -215,6 +215,8 @@ STEP_TIMEOUT_S = 30.0
 # All retries of one listing together stop after this many seconds (each retry starts a fresh
 # worker and lists again).
 LIST_RETRY_TOTAL_S = 150.0
+# How often a wait for the worker's reply polls `watch` (the listing's step file).
+WATCH_POLL_S = 1.0
 # How many hung steps one listing may leave out (each costs a fresh worker and a new listing)
 # before it gives up and the harness falls back to the short list.
 MAX_LIST_EXCLUSIONS = 3

@@ -92,7 +92,9 @@ def test_bench_small_suite_side_by_side(capsys: pytest.CaptureFixture[str],
     suite = tmp_path / "s.json"
     suite.write_text(json.dumps({"name": "tiny", "problems": [
         {"group": "g", "name": "a", "problem": "n=1 c=8 h=16 w=16 k=8 r=3 s=3 pad=1"}]}))
-    rc = main(["bench", str(suite), "--budget", "0.2", "--pytorch-runs", "1", "--json"])
+    # one referee process: several are the resume and referee tests' (tests/bench)
+    rc = main(["bench", str(suite), "--budget", "0.2", "--pytorch-runs", "1", "--referees", "1",
+               "--json"])
     out = _json(capsys)
     assert rc == 0
     row = out["rows"][0]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
+import cudnn_fakes as fk
 import pytest
-import tune_gpu_fakes as fk
 
 from convdoctor.engines import cudnn_enum as cudnn_plan
 from convdoctor.engines import cudnn_graph

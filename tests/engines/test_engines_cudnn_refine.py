@@ -6,8 +6,8 @@ import sys
 import types
 from typing import Any
 
+import cudnn_fakes as fk
 import pytest
-import tune_gpu_fakes as fk
 
 from convdoctor.engines import cudnn_enum as cudnn_plan
 from convdoctor.engines import cudnn_graph
@@ -84,7 +84,7 @@ def test_seeds_are_the_best_of_each_engine_then_plans_close_to_the_best() -> Non
 
 
 def test_seeds_include_the_best_of_each_knob_family_of_the_fastest_engines() -> None:
-    # session 14's pos_conv: eng27 listed in two knob families; the 184 us plan lies one knob from
+    # wav2vec2's pos_conv: eng27 listed in two knob families; the 184 us plan lies one knob from
     # the slower family's plan (364 us), none from the fastest eng27 plan (291 us)
     quick = {"eng27_k2=1_k5=3_k14=5": 291.0, "eng27_k14=4_k2=0": 364.0,
              "eng27_k14=6_k2=1": 380.0, "eng4": 591.0, "eng28_k2=4_k3=0": 803.0,
@@ -98,7 +98,7 @@ def test_seeds_include_the_best_of_each_knob_family_of_the_fastest_engines() -> 
 
 
 def test_family_seeds_leave_the_band_seeds_their_places() -> None:
-    # near-best plans (session 10's fix for runs walking from different seeds) stay seeds; the
+    # near-best plans stay seeds (so runs do not walk from different seeds); the
     # families come on top, at most two, and none beyond 1.5x the fastest
     quick = {"eng62_k2=0_k5=1": 100.0, "eng62_k2=1_k5=1": 101.0, "eng62_k2=2_k5=1": 102.0,
              "eng62_k2=3_k5=1": 103.0, "eng67_k2=0": 104.0, "eng62_k2=0": 120.0,
@@ -213,7 +213,7 @@ def test_refine_survives_a_plan_that_fails_to_run() -> None:
 
 
 def test_backend_offers_refined_plans_with_their_origin(monkeypatch: pytest.MonkeyPatch) -> None:
-    # the problem's own listing (the dual's: test_tune_gpu_plans.py)
+    # the problem's own listing (the dual's: test_engines_cudnn_plans.py)
     be = fk.listing_backend(enumerate_engines=False, max_extra=0, enum_budget_s=1.0,
                             refine_budget_s=4.0, dual=False)
     en = enumeration()
@@ -251,7 +251,7 @@ def test_backend_offers_refined_plans_with_their_origin(monkeypatch: pytest.Monk
 
 def _bare_backend(*, enumerate_engines: bool, max_extra: int) -> Any:
     """A CudaBackend without a GPU (no __init__): what cudnn_candidates reads, on the fake cudnn."""
-    # the problem's own listing (the dual's: test_tune_gpu_plans.py)
+    # the problem's own listing (the dual's: test_engines_cudnn_plans.py)
     return fk.listing_backend(enumerate_engines=enumerate_engines, max_extra=max_extra,
                               enum_budget_s=1.0, refine_budget_s=4.0, dual=False)
 
@@ -377,7 +377,7 @@ def _fake_timer(monkeypatch: pytest.MonkeyPatch, gpu: _FakeGpu, **kw: object):
 
 
 def test_quick_timer_times_kernels_not_launch_cost(monkeypatch: pytest.MonkeyPatch) -> None:
-    # a 17 us kernel behind 25 us of host launch cost per call (session 13's fp16 layer3 shape)
+    # a 17 us kernel behind 25 us of host launch cost per call (an fp16 ResNet-50 layer3 shape)
     gpu = _FakeGpu(host_s=25e-6, kernel_s=17e-6)
     t, plan = _fake_timer(monkeypatch, gpu)
     assert t(plan) == pytest.approx(17.0)
@@ -400,8 +400,8 @@ def test_quick_timer_retakes_a_batch_its_spin_did_not_cover(monkeypatch) -> None
 
 
 def test_quick_timer_cuts_a_plan_far_slower_than_the_fastest(monkeypatch) -> None:
-    # session 14: depthwise layers' slow plans, each timed with ~20 calls, made the candidate
-    # listing outlast the worker's 30 s. After a 17 us plan (probe: 17 us + 25 us launch), a 5 ms
+    # Depthwise layers' slow plans, each timed with ~20 calls, made the candidate listing
+    # outlast the worker's 30 s. After a 17 us plan (probe: 17 us + 25 us launch), a 5 ms
     # plan gets 3 calls (warm-up, probe, re-probe) and that reading; a 40 us plan (probe within
     # 2x + 50 us of the fastest probe) is timed in full.
     gpu = _FakeGpu(host_s=25e-6, kernel_s=17e-6)
@@ -433,9 +433,8 @@ def test_quick_timer_cuts_a_plan_far_slower_than_the_fastest(monkeypatch) -> Non
 
 
 def test_quick_timer_keeps_the_probe_of_a_plan_over_half_a_second_per_call(monkeypatch) -> None:
-    # session 18: the worker's step watchdog gives one quick-time step 30 s; a plan at 0.6 s per
-    # call with no fastest plan yet would have run ~16 calls in one step, now 3 (warm-up, probe,
-    # re-probe), and each part of a quick time reports its own step
+    # the worker's step watchdog gives one quick-time step 30 s; a plan at 0.6 s per call with
+    # no fastest plan yet runs 3 calls in one step (warm-up, probe, re-probe), not ~16, and each part of a quick time reports its own step
     from convdoctor.engines import listing
 
     heard: list[tuple[str, str, str]] = []
@@ -485,7 +484,7 @@ def test_refine_checks_its_budget_before_each_plan(monkeypatch) -> None:
 
 
 def test_backend_listing_reports_its_steps_and_leaves_an_excluded_engine_out(monkeypatch) -> None:
-    # session 18 (H100): a plan of one engine never returned from its quick time while listing
+    # on an H100, a plan of one engine never returned from its quick time while listing
     # 3D fp16 wgrad problems; the worker names such a step and asks the next listing to leave
     # the engine out (`listing_exclude`)
     from convdoctor.engines import listing

@@ -3,20 +3,17 @@ samples cover all placements (`convdoctor.measure.placement`, `Harness._timed`'s
 
 from __future__ import annotations
 
-import os
 import random
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
-from tune_fakes import PlacementBackend, SimCandidate, SimWorld
+from tune_fakes import PlacementBackend, SimCandidate, SimWorld, importable_in_workers
 
 from convdoctor.measure.placement import placement_count
 from convdoctor.problem import ConvProblem
 from convdoctor.tune.harness import Harness, HarnessConfig
 from convdoctor.tune.worker import WorkerBackend
 
-HERE = Path(__file__).resolve().parent
 PROBLEM = ConvProblem.parse("fprop n=32 c=2048 h=7 w=7 k=512 r=1 s=1 dtype=float16 layout=nhwc")
 # the same kernel over placements on an H100, e.g. 9.88-10.75 us (ResNet-50 layer4.x.conv1)
 FACTORS = [1.0, 1.06, 1.01, 1.08]
@@ -72,8 +69,7 @@ def test_placement_count_respects_the_memory_budget() -> None:
 
 
 def test_the_worker_passes_the_slot_to_its_runner(monkeypatch: pytest.MonkeyPatch) -> None:
-    pp = os.environ.get("PYTHONPATH", "")
-    monkeypatch.setenv("PYTHONPATH", str(HERE) + (os.pathsep + pp if pp else ""))
+    importable_in_workers(monkeypatch)
     with WorkerBackend("tune_fakes:make_echo_slot_backend", timeout_s=10.0) as be:
         (cand,) = be.candidates(PROBLEM)
         r = be.prepare(PROBLEM, cand)
@@ -171,8 +167,7 @@ def test_a_plan_whose_slow_placement_the_guard_fixes_wins_and_only_finalists_set
 
 def test_the_worker_settles_its_runner_and_again_after_a_restart(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    pp = os.environ.get("PYTHONPATH", "")
-    monkeypatch.setenv("PYTHONPATH", str(HERE) + (os.pathsep + pp if pp else ""))
+    importable_in_workers(monkeypatch)
     with WorkerBackend("tune_fakes:make_echo_slot_backend", timeout_s=10.0) as be:
         (cand,) = be.candidates(PROBLEM)
         r = be.prepare(PROBLEM, cand)

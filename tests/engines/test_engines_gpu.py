@@ -1,25 +1,20 @@
-"""Real GPU tests of the CUDA backend (skipped without a GPU): cudnn-frontend plans, PyTorch paths,
-correctness against the float64 reference, timing, NVML."""
+"""The engines on a real GPU (skipped without one): cuDNN plans (the default plan, dual plans,
+knob refinement, workspace rotation and guard), PyTorch's paths in other layouts, torch:gemm,
+torch:im2col and the Triton kernels, each correct against the float64 reference and timed."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from cuda_helpers import cuda_backend, torch_candidates
 
 from convdoctor.engines.cudnn_enum import build_plan
-from convdoctor.engines.registry import listed_by
 from convdoctor.kernels import depthwise, fprop, smallc, wgrad
 from convdoctor.problem import ConvProblem
 from convdoctor.settings import Settings
 
 pytestmark = pytest.mark.gpu
-
-
-def torch_candidates(backend, p: ConvProblem) -> list[Any]:  # noqa: ANN001
-    """The backend's candidates of every engine but the cuDNN plans (no enumeration)."""
-    return [c for e in listed_by("cuda") if e.name not in ("cudnn", "cudnn-dual")
-            for c in e.offers(p, backend)]
 
 
 def P(text: str) -> ConvProblem:
@@ -55,10 +50,7 @@ def _kernel_offered_correct_and_timed(backend, text: str, prefix: str, configs: 
 
 @pytest.fixture(scope="module")
 def backend():
-    pytest.importorskip("cudnn")
-    from convdoctor.tune.cuda_backend import CudaBackend
-
-    return CudaBackend(settings=Settings().replace(cudnn_enum_extra=4, cudnn_enum_budget_s=2.0))
+    return cuda_backend()
 
 
 @pytest.mark.parametrize("text", [
@@ -79,95 +71,6 @@ def test_default_convplan_is_correct(backend, text: str) -> None:
     ts = runner.time(5)
     assert len(ts) == 5 and all(t > 0 for t in ts)
     runner.close()
-
-
-def test_candidates_and_strict_filter(backend) -> None:
-    p = P("fprop n=8 c=64 h=14 w=14 k=64 r=3 s=3 pad=1 dtype=float32 math=strict")
-    cands = backend.candidates(p)
-    keys = [c.key for c in cands]
-    assert {"torch:benchmark", "torch:heuristic", "torch:cudnn-off"} <= set(keys)
-    cud = [c for c in cands if c.key.startswith("cudnn:")]
-    assert cud, backend.cudnn_error
-    assert len(keys) == len(set(keys))
-    assert not any("tensor_core" in c.notes for c in cud)
-    # PyTorch picks the engine of its cuDNN paths per process: those are not pinned (tie-break)
-    per_process = {c.key for c in cands if not c.pinned}
-    assert {"torch:benchmark", "torch:heuristic"} <= per_process
-    assert all(c.pinned for c in cud) and "torch:cudnn-off" not in per_process
-    for c in cud[:3]:
-        r = backend.prepare(p, c)
-        r.warmup()
-        assert r.check().ok
-        r.close()
-
-
-def test_torch_paths_benchmark_here_heuristic_in_child(backend) -> None:
-    from convdoctor.tune.backend import CandidateUnsupported
-    from convdoctor.tune.cuda_backend import CudaBackend
-
-    p = P("wgrad n=4 c=16 h=12 w=12 k=16 r=3 s=3 pad=1 dtype=float16 layout=nhwc")
-    by = {c.key: c for c in torch_candidates(backend, p)}
-    for key in ("torch:benchmark", "torch:heuristic", "torch:cudnn-off"):
-        r = backend.prepare(p, by[key])
-        r.warmup()
-        c = r.check()
-        assert c.ok, (key, c.detail)
-        assert all(t > 0 for t in r.time(3))
-        r.close()
-    # in one process, the second torch cuDNN mode would reuse the first one's cached choice
-    solo = CudaBackend(settings=Settings().replace(cudnn_enum=False), isolate_heuristic=False)
-    with pytest.raises(CandidateUnsupported, match="fresh worker"):
-        solo.prepare(p, by["torch:heuristic"])
-
-
-def test_timer_batches_microsecond_kernels_and_hides_launch_latency() -> None:
-    import torch
-
-    from convdoctor.measure.timing import LaunchTimer
-
-    x = torch.randn(1, 8, 8, 8, device="cuda")
-    w = torch.randn(8, 8, 3, 3, device="cuda")
-    t = LaunchTimer(lambda: torch.nn.functional.conv2d(x, w, padding=1))
-    ts = t.time(5)
-    assert t.info.batch > 1 and t.info.mode in ("graph", "events+batch"), t.info
-    assert all(0 < v < 50e-6 for v in ts), ts
-    # a long kernel is timed alone
-    a = torch.randn(4096, 4096, device="cuda")
-    t2 = LaunchTimer(lambda: a @ a)
-    assert all(v > 50e-6 for v in t2.time(3)) and t2.info.batch == 1
-
-
-def test_timer_retakes_a_sample_the_host_outran() -> None:
-    """A call whose host side stalls now and then (a cold call, a descheduled thread) must not put
-    the stall into the GPU time: the sample is retaken with a longer spin."""
-    import time
-
-    import torch
-
-    from convdoctor.measure.timing import LaunchTimer
-
-    a = torch.randn(1 << 20, device="cuda")
-    calls = [0]
-
-    def stalling() -> None:
-        calls[0] += 1
-        a.add_(1.0)
-        if calls[0] > 8 and calls[0] % 3 == 0:
-            time.sleep(0.003)       # 3 ms on the host, after preparation measured the cover
-        a.add_(1.0)
-
-    t = LaunchTimer(stalling, batch=1, graph=False)
-    samples = t.time(12)
-    assert t.info.retakes >= 1
-    # two elementwise kernels over 4 MiB: a few microseconds each, never the 3 ms host stall
-    assert max(samples) < 1e-3, samples
-
-
-def test_nvml_reads_the_clock(backend) -> None:
-    r = backend.clock()
-    assert r is not None and r.sm_clock_mhz and r.max_sm_clock_mhz
-    env = backend.environment()
-    assert env["gpu_name"] and env["driver"] != "unknown" and env["cudnn_frontend"] != "absent"
 
 
 @pytest.mark.parametrize("text", [
@@ -225,71 +128,6 @@ def test_gemm_candidate_is_correct(backend, text: str) -> None:
         assert "torch:gemm" not in {c.key for c in torch_candidates(backend, P(other))}
 
 
-def test_tuning_problem_after_problem_keeps_no_memory(backend) -> None:
-    """A worker tunes many problems in a row: cached plans must not pin their workspaces (before
-    the fix the H100 ran out of memory after a few problems and later ones got no winner)."""
-    import torch
-
-    from convdoctor.engines import cudnn_enum as cudnn_plan
-    from convdoctor.engines import cudnn_policy as policy
-    from convdoctor.tune.harness import tune_problem
-
-    probs = [P("fprop n=16 c=64 h=56 w=56 k=64 r=3 s=3 pad=1"),
-             P("dgrad n=16 c=64 h=56 w=56 k=64 r=3 s=3 pad=1"),
-             P("wgrad n=16 c=64 h=56 w=56 k=64 r=3 s=3 pad=1"),
-             P("fprop n=8 c=1 w=16000 k=64 s=10 stride=5")]
-    tune_problem(probs[0], backend=backend, db=None, budget_s=0.1, reuse=False)
-    backend.release()
-    base = torch.cuda.memory_allocated()
-    for p in probs:
-        r = tune_problem(p, backend=backend, db=None, budget_s=0.1, reuse=False)
-        assert r.winner is not None, r.notes
-        # this problem's plans, and those of its dual problem (`cudnn-dual:` candidates)
-        dual = policy.dual_problem(p)
-        assert {k[1] for k in cudnn_plan._PLANS} <= {p.key()} | ({dual.key()} if dual else set())
-        # the listing's record is this problem's: enumeration counts, the walk's seeds
-        assert r.listing["lean"] is False and r.listing["enumeration"]["built"] > 0, r.listing
-        if backend.settings.cudnn_refine and backend.settings.cudnn_refine_budget_s > 0:
-            assert r.listing.get("refinement", {}).get("seeds"), r.listing
-            if backend.settings.cudnn_max_plans == 0:  # a cap may leave a seed out of the candidates
-                listed = {c.candidate.key for c in r.candidates}
-                assert {k for k, _us in r.listing["refinement"]["seeds"]} <= listed
-    backend.release()
-    assert not cudnn_plan._PLANS
-    assert torch.cuda.memory_allocated() <= base + (64 << 20)
-
-
-@pytest.mark.parametrize("text", [
-    "fprop n=8 c=64 h=14 w=14 k=64 r=1 s=1 dtype=float16 layout=nhwc",
-    "dgrad n=4 c=32 h=16 w=16 k=64 r=3 s=3 stride=2 pad=1 dtype=float32",
-    "wgrad n=4 c=16 h=12 w=12 k=32 r=3 s=3 pad=1 dtype=bfloat16 layout=nhwc",
-])
-def test_runners_of_a_problem_share_rotating_placements(backend, text: str) -> None:
-    from convdoctor.measure.placement import DEFAULT_COUNT
-
-    p = P(text)
-    cands = backend.candidates(p)
-    by = {c.key: c for c in cands}
-    plan_key = next(c.key for c in cands if c.key.startswith("cudnn:"))
-    r1 = backend.prepare(p, by[plan_key])
-    r2 = backend.prepare(p, by["torch:cudnn-off"])
-    assert r1._sets is r2._sets and r1.placements == DEFAULT_COUNT
-    ptrs = {s[r1.roles[0]].data_ptr() for s in r1._sets}
-    assert len(ptrs) == DEFAULT_COUNT                       # distinct buffers per placement
-    for r in (r1, r2):
-        r.warmup()
-        for slot in range(2 * DEFAULT_COUNT):
-            ts = r.time(2, slot=slot)
-            assert len(ts) == 2 and all(t > 0 for t in ts)
-        assert r.timing_mode.endswith(f"placement {DEFAULT_COUNT}/{DEFAULT_COUNT}")
-        assert len(r._timers) == DEFAULT_COUNT
-        c = r.check()                                   # still right after timing elsewhere
-        assert c.ok, c.detail
-    r1.close()
-    assert r2.placements == DEFAULT_COUNT                  # closing one keeps the others' buffers
-    r2.close()
-
-
 def test_a_plan_runner_rotates_its_workspace_address_with_the_placement(backend) -> None:
     from convdoctor.measure.placement import DEFAULT_COUNT, WORKSPACE_STEP
 
@@ -327,7 +165,7 @@ def _guarded_plan(backend, p: ConvProblem):  # noqa: ANN202, ANN001
 
 
 def test_a_plan_runner_guards_each_slot_workspace_gpu(backend, monkeypatch) -> None:
-    """Session 29: a plan's speed can follow the memory behind its workspace (+22%); settled (the
+    """A cuDNN plan's speed can follow the memory behind its workspace (+22%); settled (the
     harness settles finalists), the runner holds every slot's workspace to the fastest it saw, as
     `optimize` does. With the tolerance
     below zero every workspace counts as slow, so each slot tries `TRIES` and keeps the fastest
@@ -441,24 +279,8 @@ def test_the_runtime_dual_plan_guards_its_workspace_with_the_transform_gpu(monke
     assert ((y.double() - ref).norm() / ref.norm()).item() < 5e-3
 
 
-def test_twin_runs_a_candidate_in_the_heuristic_process(backend) -> None:
-    from convdoctor.tune.backend import Candidate, CandidateUnsupported
-
-    p = P("fprop n=8 c=64 h=14 w=14 k=64 r=1 s=1 dtype=float16 layout=nhwc")
-    cands = backend.candidates(p)
-    plan = next(c for c in cands if c.key.startswith("cudnn:"))
-    r = backend.prepare(p, Candidate("twin:" + plan.key, "cuda", plan.workspace_bytes))
-    assert type(r).__name__ == "_ProxyRunner" and r.candidate.key == plan.key
-    r.warmup()
-    assert r.check().ok
-    assert all(t > 0 for t in r.time(3, slot=1))
-    r.close()
-    with pytest.raises(CandidateUnsupported):
-        backend.prepare(p, Candidate("twin:torch:benchmark", "cuda"))
-
-
 def test_refinement_learns_knob_numbers_and_its_plans_rebuild_by_name(backend) -> None:
-    """Knob-space refinement on a layer where session 10's probe found a faster neighbour:
+    """Knob-space refinement on a layer where a probe found a faster neighbour:
     every knob type of the fastest engine maps to a plan-name number, every kept plan is new,
     builds again by its name alone (what the database and `optimize` do) and computes the
     convolution correctly."""

@@ -1,6 +1,6 @@
 """The workspace guard (`convdoctor.measure.wsguard`): keep a cuDNN plan's workspace only where the
 plan runs at its speed. Synthetic workspaces with known times stand in for GPU buffers here; the
-GPU tests run the real thing (tests/tune_gpu/test_tune_gpu_cuda.py, tests/runtime)."""
+GPU tests run the real thing (tests/engines/test_engines_gpu.py, tests/runtime)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def test_without_a_reference_the_first_is_kept() -> None:
 
 
 def test_a_slow_workspace_is_replaced_by_the_first_fast_fresh_one() -> None:
-    # session 29's Conv2d_4a_3x3 plan: 720 us with a slow buffer, 592 us with a good one
+    # Conv2d_4a_3x3's cuDNN plan: 720 us with a slow buffer, 592 us with a good one
     first = Buf(720e-6)
     alloc = Alloc([592e-6, 580e-6])
     ws, res = wsguard.choose(first, alloc, _time_of, reference_s=590e-6)

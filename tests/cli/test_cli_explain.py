@@ -80,20 +80,27 @@ def test_run_json_and_success() -> None:
     assert p.returncode == 0 and p.stdout.strip() == b"fine" and b"convdoctor" not in p.stderr
 
 
-def test_run_streams_before_exit() -> None:
-    # the first line must arrive while the child is still running (no buffering of everything)
-    script = "import time; print('first', flush=True); time.sleep(3); print('second')"
+def test_run_streams_before_exit(tmp_path: Path) -> None:
+    # the first line must arrive while the child is still running (no buffering of everything):
+    # the child prints it, then waits for this test to have read it before it goes on
+    import select
+
+    go = tmp_path / "go"
+    script = ("import os, sys, time; print('first', flush=True); t = time.monotonic()\n"
+              f"while not os.path.exists({str(go)!r}) and time.monotonic() - t < 60:\n"
+              "    time.sleep(0.01)\n"
+              "print('second')")
     proc = subprocess.Popen(CLI + ["run", "--no-live", "--", sys.executable, "-c", script],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None
-    import time
-
-    t0 = time.monotonic()
-    first = proc.stdout.readline()
-    elapsed = time.monotonic() - t0
-    proc.communicate(timeout=30)
+    # a generous wait, only so that a run that holds the line back fails instead of hanging
+    ready, _, _ = select.select([proc.stdout], [], [], 50)
+    first = proc.stdout.readline() if ready else b""
+    child_waiting = not go.exists()
+    go.touch()
+    out, _ = proc.communicate(timeout=60)
     assert first.strip() == b"first"
-    assert elapsed < 2.5
+    assert child_waiting and out.strip() == b"second" and proc.returncode == 0
 
 
 def test_run_bad_command() -> None:
