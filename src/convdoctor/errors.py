@@ -16,7 +16,8 @@ class ConvdoctorError(Exception):
         self.hint = hint
 
     def __str__(self) -> str:
-        return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
+        # one line: what is wrong, then what to do
+        return self.message if not self.hint else f"{self.message} ({self.hint})"
 
 
 class UsageError(ConvdoctorError):
