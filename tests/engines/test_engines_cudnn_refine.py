@@ -391,8 +391,8 @@ def test_quick_timer_times_kernels_not_launch_cost(monkeypatch: pytest.MonkeyPat
 
 def test_quick_timer_retakes_a_batch_its_spin_did_not_cover(monkeypatch) -> None:
     # the first-call probe (2 calls), LaunchTimer's estimate (5) and preparation (2 batches of
-    # 3) come first; a 1 ms host stall on call 13, the first timed call: that batch ran dry and
-    # is retaken behind a longer spin
+    # 3) come first; a 1 ms host stall on the 13th call (the first timed one): that batch ran dry
+    # and is retaken behind a longer spin
     gpu = _FakeGpu(host_s=25e-6, kernel_s=17e-6, stall_at=13, stall_s=1e-3)
     t, plan = _fake_timer(monkeypatch, gpu)
     assert t(plan) == pytest.approx(17.0)
