@@ -119,3 +119,22 @@ def side(url: str, opened: str | None) -> Side:
     if repo in repos:
         return "dev"
     return name_side(repo)
+
+
+def side_blind2(url: str, opened: str | None) -> str:
+    """The rule of the second test set (`blind2.jsonl`), gathered after the engine was frozen a
+    second time: a framework-repository thread opened on or after the cutoff, or a thread of any
+    other repository the earlier corpus does not hold, is "blind2"; anything else is "dev".
+    Sharing no thread and no non-framework repository with the other corpus files is checked
+    across the files (test_corpus_format.py), since it depends on them."""
+    if opened is not None and not _DATE.match(opened):
+        raise ValueError(f"opened must be YYYY-MM-DD, got {opened!r}")
+    repo = repo_of(url).lower()
+    threads, repos = existing_dev()
+    if thread_of(url) in threads:
+        return "dev"
+    if repo in FRAMEWORK_REPOS:
+        if opened is None:
+            raise ValueError(f"framework thread needs its opening date: {url}")
+        return "dev" if opened < CUTOFF else "blind2"
+    return "dev" if repo in repos else "blind2"

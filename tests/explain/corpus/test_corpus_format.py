@@ -49,12 +49,15 @@ def test_entry(name: str, row: dict) -> None:
         if f != "opened":
             assert isinstance(row[f], str) and row[f].strip(), f"{f} must be a non-empty string"
     assert row["split"] == ("dev" if name.startswith("dev") else row["split"])
-    assert row["split"] in ("dev", "blind")
+    assert row["split"] in ("dev", "blind", "blind2")
     assert row["group"] in GROUPS
     assert row["cause"] in _cause_ids()
     assert row["opened"] is None or re.fullmatch(r"\d{4}-\d{2}-\d{2}", row["opened"])
     assert row["repo"] == split.repo_of(row["url"])
-    assert split.side(row["url"], row["opened"]) == row["split"]
+    if row["split"] == "blind2":   # the second test set has a rule of its own (test_blind2_*)
+        assert split.side_blind2(row["url"], row["opened"]) == "blind2"
+    else:
+        assert split.side(row["url"], row["opened"]) == row["split"]
     assert len(row["text"].splitlines()) <= MAX_LINES
 
 
@@ -129,5 +132,36 @@ def test_blind_shares_no_thread_or_repository_with_dev() -> None:
         for r in blind
         if r["repo"].lower() not in split.FRAMEWORK_REPOS and r["repo"].lower() in dev_repos
     ]
+    assert not shared_threads, shared_threads
+    assert not shared_repos, shared_repos
+
+
+BLIND2 = "blind2.jsonl"
+
+
+def _blind2_rows() -> list[dict]:
+    rows = [r for name, r in ALL if name == BLIND2]
+    if not rows:
+        pytest.skip("no blind2.jsonl in this checkout")
+    return rows
+
+
+def test_blind2_file_holds_only_blind2_rows() -> None:
+    bad = [r["id"] for r in _blind2_rows()
+           if r["split"] != "blind2" or not re.fullmatch(r"e[ptjo]\d{3}", r["id"])]
+    assert not bad
+
+
+def test_blind2_shares_no_thread_or_repository_with_the_other_files() -> None:
+    """The second test set: no thread of any other file; no non-framework repository of any
+    other file (dev.jsonl, dev_existing.jsonl, blind.jsonl, the earlier corpus)."""
+    others = [r for name, r in ALL if name != BLIND2]
+    old_threads, old_repos = split.existing_dev()
+    threads = {split.thread_of(r["url"]) for r in others} | old_threads
+    repos = {r["repo"].lower() for r in others} | old_repos
+    rows = _blind2_rows()
+    shared_threads = [r["id"] for r in rows if split.thread_of(r["url"]) in threads]
+    shared_repos = [r["id"] for r in rows
+                    if r["repo"].lower() not in split.FRAMEWORK_REPOS and r["repo"].lower() in repos]
     assert not shared_threads, shared_threads
     assert not shared_repos, shared_repos
