@@ -121,10 +121,11 @@ def side(url: str, opened: str | None) -> Side:
     return name_side(repo)
 
 
-def side_blind2(url: str, opened: str | None) -> str:
-    """The rule of the second test set (`blind2.jsonl`), gathered after the engine was frozen a
-    second time: a framework-repository thread opened on or after the cutoff, or a thread of any
-    other repository the earlier corpus does not hold, is "blind2"; anything else is "dev".
+def side_later(url: str, opened: str | None) -> str:
+    """The rule of the later test sets (`blind2.jsonl`, `blind3.jsonl`), each gathered after the
+    engine was frozen again: a framework-repository thread opened on or after the cutoff, or a
+    thread of any other repository the earlier corpus does not hold, is "later"; anything else is
+    "dev".
     Sharing no thread and no non-framework repository with the other corpus files is checked
     across the files (test_corpus_format.py), since it depends on them."""
     if opened is not None and not _DATE.match(opened):
@@ -136,5 +137,5 @@ def side_blind2(url: str, opened: str | None) -> str:
     if repo in FRAMEWORK_REPOS:
         if opened is None:
             raise ValueError(f"framework thread needs its opening date: {url}")
-        return "dev" if opened < CUTOFF else "blind2"
-    return "dev" if repo in repos else "blind2"
+        return "dev" if opened < CUTOFF else "later"
+    return "dev" if repo in repos else "later"

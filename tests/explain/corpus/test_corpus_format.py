@@ -49,13 +49,13 @@ def test_entry(name: str, row: dict) -> None:
         if f != "opened":
             assert isinstance(row[f], str) and row[f].strip(), f"{f} must be a non-empty string"
     assert row["split"] == ("dev" if name.startswith("dev") else row["split"])
-    assert row["split"] in ("dev", "blind", "blind2")
+    assert row["split"] in ("dev", "blind", "blind2", "blind3")
     assert row["group"] in GROUPS
     assert row["cause"] in _cause_ids()
     assert row["opened"] is None or re.fullmatch(r"\d{4}-\d{2}-\d{2}", row["opened"])
     assert row["repo"] == split.repo_of(row["url"])
-    if row["split"] == "blind2":   # the second test set has a rule of its own (test_blind2_*)
-        assert split.side_blind2(row["url"], row["opened"]) == "blind2"
+    if row["split"] in ("blind2", "blind3"):   # later test sets: a rule of their own (LATER)
+        assert split.side_later(row["url"], row["opened"]) == "later"
     else:
         assert split.side(row["url"], row["opened"]) == row["split"]
     assert len(row["text"].splitlines()) <= MAX_LINES
@@ -136,30 +136,35 @@ def test_blind_shares_no_thread_or_repository_with_dev() -> None:
     assert not shared_repos, shared_repos
 
 
-BLIND2 = "blind2.jsonl"
+# Later held-out sets: file -> (split value, id pattern). Each is gathered after the engine is frozen
+# again and shares no thread and no non-framework repository with any other file.
+LATER = {"blind2.jsonl": ("blind2", r"e[ptjo]\d{3}"), "blind3.jsonl": ("blind3", r"f[ptjo]\d{3}")}
 
 
-def _blind2_rows() -> list[dict]:
-    rows = [r for name, r in ALL if name == BLIND2]
+def _later_rows(name: str) -> list[dict]:
+    rows = [r for n, r in ALL if n == name]
     if not rows:
-        pytest.skip("no blind2.jsonl in this checkout")
+        pytest.skip(f"no {name} in this checkout")
     return rows
 
 
-def test_blind2_file_holds_only_blind2_rows() -> None:
-    bad = [r["id"] for r in _blind2_rows()
-           if r["split"] != "blind2" or not re.fullmatch(r"e[ptjo]\d{3}", r["id"])]
+@pytest.mark.parametrize("name", sorted(LATER))
+def test_later_blind_file_holds_only_its_rows(name: str) -> None:
+    want, pattern = LATER[name]
+    bad = [r["id"] for r in _later_rows(name)
+           if r["split"] != want or not re.fullmatch(pattern, r["id"])]
     assert not bad
 
 
-def test_blind2_shares_no_thread_or_repository_with_the_other_files() -> None:
-    """The second test set: no thread of any other file; no non-framework repository of any
-    other file (dev.jsonl, dev_existing.jsonl, blind.jsonl, the earlier corpus)."""
-    others = [r for name, r in ALL if name != BLIND2]
+@pytest.mark.parametrize("name", sorted(LATER))
+def test_later_blind_file_shares_no_thread_or_repository_with_the_other_files(name: str) -> None:
+    """No thread of any other file; no non-framework repository of any other file (dev.jsonl,
+    dev_existing.jsonl, the other blind files, the earlier corpus)."""
+    others = [r for n, r in ALL if n != name]
     old_threads, old_repos = split.existing_dev()
     threads = {split.thread_of(r["url"]) for r in others} | old_threads
     repos = {r["repo"].lower() for r in others} | old_repos
-    rows = _blind2_rows()
+    rows = _later_rows(name)
     shared_threads = [r["id"] for r in rows if split.thread_of(r["url"]) in threads]
     shared_repos = [r["id"] for r in rows
                     if r["repo"].lower() not in split.FRAMEWORK_REPOS and r["repo"].lower() in repos]
