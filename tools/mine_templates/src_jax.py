@@ -179,4 +179,16 @@ TEMPLATES = [
       cond="cuptiGetErrorMessage failed", causes={"missing-dependency-lib": 1.0}, why="CUPTI not loadable"),
     T("jax.gpu.cudnn_not_found", "cuDNN not found.", [], "jaxlib/cuda/versions_helpers.cc", line=98, version=H,
       cond="cudnnGetVersion() returned 0", causes={"cudnn-not-found": 1.0}, why="no cuDNN library was loaded"),
+    T("jax.gpu.cusolver_internal", "cuSolver internal error", [], "jaxlib/gpu/gpu_kernel_helpers.cc",
+      line=68, version=H,
+      cond="a cuSOLVER call (often cusolverDnCreate, the handle) returned CUSOLVER_STATUS_INTERNAL_ERROR",
+      causes={"missing-dependency-lib": 0.4, "gpu-out-of-memory": 0.3, "driver-too-old": 0.3},
+      why="the handle's creation fails when the cuSOLVER/cuBLAS libraries loaded do not match each other "
+          "or the driver, or when no memory is left for its workspace"),
+    T("jax.gpu.cusolver_alloc", "cuSolver allocation failed", [], "jaxlib/gpu/gpu_kernel_helpers.cc",
+      line=58, version=H, cond="CUSOLVER_STATUS_ALLOC_FAILED",
+      causes={"gpu-out-of-memory": 1.0}, why="cuSOLVER could not allocate its device memory"),
+    T("jax.gpu.cusolver_arch", "cuSolver architecture mismatch error", [], "jaxlib/gpu/gpu_kernel_helpers.cc",
+      line=62, version=H, cond="CUSOLVER_STATUS_ARCH_MISMATCH", causes={"arch-unsupported": 1.0},
+      why="the cuSOLVER build has no code for this GPU"),
 ]

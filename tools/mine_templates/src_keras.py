@@ -143,4 +143,18 @@ TEMPLATES = [
       groups={1: "layer", 2: "axis", 3: "expected_channels", 4: "input_shape"},
       cond="spec.axes value differs", causes={"channel-mismatch": 1.0},
       why="the channel count differs from the one the layer was built with"),
+    T("keras.apps.input_size_min",
+      "Input size must be at least {min_size}x{min_size}; Received: input_shape={input_shape}",
+      ["32", "32", "(28, 28, 3)"], "keras/src/applications/imagenet_utils.py", line=375, version=K3,
+      kinds={0: "int", 1: "int", 2: "shape"}, groups={0: "min_size"}, upto="; ",
+      cond="obtain_input_shape: a spatial size of input_shape below the application's minimum "
+           "(32 for most, 75 for Inception, 197/221 for some with imagenet weights)",
+      causes={"input-too-small": 1.0},
+      why="the pretrained application's downsampling needs a larger image"),
+    T("keras.apps.three_channels",
+      "The input must have 3 channels; Received `input_shape={input_shape}`",
+      ["(224, 224, 1)"], "keras/src/applications/imagenet_utils.py", line=367, version=K3,
+      kinds={0: "shape"}, cond="weights == 'imagenet' and the channel axis of input_shape is not 3",
+      causes={"channel-mismatch": 1.0},
+      why="imagenet weights were trained on RGB input"),
 ]

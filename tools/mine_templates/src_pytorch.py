@@ -508,5 +508,11 @@ TEMPLATES = [
               "arch-unsupported": 0.1, "tensor-too-large": 0.05},
       why="out-of-memory and cuDNN errors of each algorithm are swallowed; memory is the most frequent, then "
           "configurations cuDNN cannot run"),
+    T("pt.cpp_extension.no_cuda_runtime", "No CUDA runtime is found, using CUDA_HOME='%s'",
+      ["/usr/local/cuda"], "torch/utils/cpp_extension.py", line=178, version=REL,
+      kinds={0: "path"}, cond="_find_cuda_home: a CUDA toolkit was found but torch.cuda.is_available() is "
+      "False while building or loading a C++/CUDA extension",
+      causes={"no-driver": 0.5, "cpu-only-build": 0.5},
+      why="this torch sees no GPU: no usable driver or visible device, or a CPU-only torch build"),
 ]
 
