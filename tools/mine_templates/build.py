@@ -26,6 +26,16 @@ MODULES = {
     "darknet": "src_darknet",
     "nvidia_container": "src_nvidia_container",
     "cupy": "src_cupy",
+    "ctranslate2": "src_ctranslate2",
+    "ggml": "src_ggml",
+    "ollama": "src_ollama",
+    "numba": "src_numba",
+    "cudajl": "src_cudajl",
+    "nvrtc_nvml": "src_nvrtc_nvml",
+    "caffe": "src_caffe",
+    "dlib": "src_dlib",
+    "tensorrt": "src_tensorrt",
+    "opencv_dnn": "src_opencv_dnn",
 }
 
 

@@ -128,7 +128,7 @@ _MISSING_RE = re.compile(
 _COULD_NOT_LOAD_RE = re.compile(r"Could not load (?:dynamic )?library '?(lib[\w.\-]+|[\w\-]+\.dll)'?", _F)
 # libraries a framework tries to open and works without (TensorRT), and the driver's own libraries
 _OPTIONAL_LIB_RE = re.compile(r"lib(?:nvinfer|nvinfer_plugin|nvonnxparser|nvparsers)\b|nvinfer", _F)
-_DRIVER_LIB_RE = re.compile(r"libcuda\.so\.1|libnvidia-ml\.so\.1|nvcuda\.dll", _F)
+_DRIVER_LIB_RE = re.compile(r"libcuda\.so(?:\.\d+)*(?![\w-])|libnvidia-ml\.so(?:\.\d+)*(?![\w-])|nvcuda\.dll", _F)
 _CUDNN_PATH_RE = re.compile(r"(/[\w./\-]+)/libcudnn[\w.]*\.so[\w.]*")
 _TYPE_PAIR_RE = re.compile(
     r"Input type \(([^)]*)\) and (weight|bias) type \(([^)]*)\)|but type (\S+) does not equal (\S+)|expected scalar type (\w+) but found (\w+)", _F)
