@@ -92,21 +92,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _emit(args: argparse.Namespace, diag: Diagnosis) -> None:
-    """Print the result; a failed write (a full disk, a closed stdout) is one line and exit 2, and
-    stdout is then pointed at /dev/null so that nothing is retried at exit."""
+    """Print the result (a write that fails ends in one line and exit 2 through the CLI's output
+    guard, `convdoctor.cli._GuardedOut`)."""
     from . import emit
 
-    try:
-        emit(args, diag.to_dict(), diag.render())
-        sys.stdout.flush()
-    except BrokenPipeError:
-        raise
-    except (OSError, ValueError, AttributeError) as exc:
-        try:
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, 1)
-            os.close(null)
-        except OSError:
-            pass
-        why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-        raise UsageError(f"cannot write the output: {why}") from None
+    emit(args, diag.to_dict(), diag.render())
