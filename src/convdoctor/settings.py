@@ -70,6 +70,10 @@ class Settings:
                              "check and warm up only this many candidates, the fastest by one "
                              "timed sample each, besides PyTorch's paths (0: every candidate)",
                              result=True, lo=0)
+    precompile: int = _s(-1, "CONVDOCTOR_PRECOMPILE",
+                         "child processes compiling convdoctor's Triton kernels ahead of "
+                         "`optimize`'s tuning (-1: all CPU cores but two, at most 12; 0: none)",
+                         lo=-1)
     cpu_min_share: float = _s(0.6, "CONVDOCTOR_CPU_MIN_SHARE",
                               "CPU tuning: discard a batch of samples when the process got less "
                               "than this share of its threads' CPU time (0: never)",

@@ -520,3 +520,17 @@ def _outside_tolerance_sim() -> SimBackend:
         SimCandidate("eng:x", 1.5e-4),
         SimCandidate("eng:bad", 1.2e-4, wrong=True, wrong_err=2.09e-3),
         SimCandidate("eng:pick", 1.3e-4, wrong=True, wrong_err=2.2e-3)]))
+
+
+# ---------------------------------------------------------------- precompile children's work
+def fake_compile(problem_key: str, candidate_key: str) -> None:
+    """A compile task: appends "problem|candidate" to $FAKE_COMPILE_LOG; a candidate key with
+    "bad" fails, one with "die" ends the process, one with "slow" takes 0.3 s."""
+    if "die" in candidate_key:
+        os._exit(3)
+    if "slow" in candidate_key:
+        time.sleep(0.3)
+    if "bad" in candidate_key:
+        raise RuntimeError("does not compile")
+    with open(os.environ["FAKE_COMPILE_LOG"], "a", encoding="utf-8") as fh:
+        fh.write(f"{problem_key}|{candidate_key}\n")

@@ -20,6 +20,10 @@ from .report import OptimizeReport
 # problem key -> (tuning result, "db" | "tuned")
 Results = dict[str, tuple[Any, str]]
 
+# How long a problem's tuning waits for its Triton kernels from the precompiler; past that the
+# tuner compiles what is missing itself.
+PRECOMPILE_WAIT_S = 60.0
+
 
 def open_db(db: Any) -> Any:
     """`optimize`'s `db` argument as a database: False -> None (no database), None -> the default
@@ -105,6 +109,29 @@ class Tuning:
         return tune_problem(problem, backend=be, db=self.db, budget_s=self.budget_s,
                             progress=progress, settings=self.settings)
 
+    def precompiler(self, problems: list[ConvProblem]) -> Any:
+        """A started `tune.precompile.Precompiler` for the Triton kernels of `problems`, or None
+        where there is nothing to compile, no CUDA backend, or `settings.precompile` is 0."""
+        if not self.available or self._be is None or getattr(self._be, "name", "") != "cuda":
+            return None
+        try:
+            import torch
+
+            from ..tune.precompile import Precompiler, default_workers, triton_tasks
+
+            workers = self.settings.precompile
+            if workers < 0:
+                workers = default_workers(torch.cuda.mem_get_info(self._be.device)[0])
+            if workers == 0:
+                return None
+            tasks = triton_tasks(problems, self.settings, int(self.env["sm_count"]) if self.env
+                                 else 0)
+            if not tasks:
+                return None
+            return Precompiler(tasks, workers=workers, settings=self.settings).start()
+        except Exception:  # noqa: BLE001 - without it the tuner compiles each kernel itself
+            return None
+
     def close(self) -> None:
         if self._worker is not None:
             try:
@@ -153,6 +180,8 @@ def _tune_missing(tuning: Tuning, missing: list[tuple[str, ConvProblem]], opts: 
     `results`."""
     fb = tuning_feedback(opts.progress, len(missing), now=clock)
     limit = opts.tune_time_limit_s
+    start_pre = getattr(tuning, "precompiler", None)
+    pre = start_pre([p for _, p in missing]) if start_pre is not None else None
     try:
         skipped = 0
         for pk, p in missing:
@@ -160,6 +189,8 @@ def _tune_missing(tuning: Tuning, missing: list[tuple[str, ConvProblem]], opts: 
                 skipped += 1
                 continue
             fb.start(p)
+            if pre is not None:
+                pre.wait(p.key(), PRECOMPILE_WAIT_S)
             t = clock()
             why = ""
             try:
@@ -180,4 +211,6 @@ def _tune_missing(tuning: Tuning, missing: list[tuple[str, ConvProblem]], opts: 
             report.notes.append(f"tuning time limit ({limit:.0f} s) reached: "
                                 f"{skipped} problems not tuned, PyTorch's path")
     finally:
+        if pre is not None:
+            report.precompile = pre.close().to_dict()
         fb.close()

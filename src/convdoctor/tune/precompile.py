@@ -1,0 +1,314 @@
+"""Compile convdoctor's Triton kernels for many problems at once, in child processes, while tuning runs.
+
+convdoctor's Triton kernels are specialised on the problem (sizes, strides and geometry are
+compile-time constants), so every problem and configuration compiles a kernel of its own: 0.5-3 s
+of one CPU core each. Tuning ConvNeXt-tiny's 23 training problems from an empty database on an
+H100 spent 151 of its 204 s compiling 95 kernels, one after another (docs/results.md, "Where
+tuning time goes").
+
+`Precompiler` compiles the kernels of a list of problems in `workers` child processes
+(`python -m convdoctor.tune.precompile`), in the order the problems will be tuned, each child
+taking the next kernel as soon as it is free. A compiled kernel lands in Triton's on-disk cache,
+where the tuner's own build of the same candidate then finds it. `wait(problem)` blocks until the
+problem's kernels are done (compiled or failed) or a deadline passes; whatever a child could not
+compile, the tuner compiles (or reports) itself, exactly as without a precompiler. A child that
+dies or hangs costs only the kernels it held.
+
+A child builds each candidate the way the tuner does (`engine.runner` on a `CudaBackend` in that
+process, one buffer placement), so the kernel it compiles is the very specialisation the tuner
+asks for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..problem import ConvProblem
+from ..settings import Settings
+
+# GPU memory a child may take: its CUDA context and one placement of a problem's buffers
+CHILD_BYTES = 1 << 30
+DEFAULT_SPEC = "convdoctor.tune.precompile:compile_task"
+
+
+@dataclass(frozen=True)
+class Task:
+    problem: str      # ConvProblem.key()
+    candidate: str    # a Triton candidate key of that problem
+
+
+@dataclass
+class Summary:
+    """What a precompiler did: tasks, compiled, failed, unfinished, workers, seconds."""
+
+    tasks: int = 0
+    compiled: int = 0
+    failed: int = 0
+    workers: int = 0
+    seconds: float = 0.0
+    compile_s: float = 0.0          # the children's own seconds, summed
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def unfinished(self) -> int:
+        return self.tasks - self.compiled - self.failed
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tasks": self.tasks, "compiled": self.compiled, "failed": self.failed,
+                "unfinished": self.unfinished, "workers": self.workers,
+                "seconds": round(self.seconds, 3), "compile_s": round(self.compile_s, 3),
+                "errors": self.errors[:5]}
+
+
+class _OffersBackend:
+    """What `TritonEngine.offers` reads of a backend: the settings and the SM count."""
+
+    def __init__(self, settings: Settings, sm_count: int) -> None:
+        self.settings = settings
+        self._sm = sm_count
+
+    def environment(self) -> dict[str, str]:
+        return {"sm_count": str(self._sm)}
+
+
+def triton_tasks(problems: Sequence[ConvProblem], settings: Settings, sm_count: int) -> list[Task]:
+    """Every Triton candidate the tuner will list for `problems`, in problem order."""
+    if not settings.triton:
+        return []
+    from ..engines.registry import ENGINES
+    from ..engines.triton import TritonEngine
+
+    be = _OffersBackend(settings, sm_count)
+    out: list[Task] = []
+    seen: set[Task] = set()
+    for p in problems:
+        for e in ENGINES:
+            if not isinstance(e, TritonEngine) or p.direction not in e.directions:
+                continue
+            try:
+                offers = e.offers(p, be)
+            except Exception:  # noqa: BLE001 - an engine that cannot offer compiles nothing
+                continue
+            for c in offers:
+                t = Task(p.key(), c.key)
+                if t not in seen:
+                    seen.add(t)
+                    out.append(t)
+    return out
+
+
+def default_workers(free_bytes: int | None = None, cpus: int | None = None) -> int:
+    """Children to start: all CPU cores but two (the tuner's worker and its heuristic child keep
+    one each), at most 12, and no more than the free GPU memory holds at `CHILD_BYTES` each."""
+    if cpus is None:
+        cpus = os.cpu_count() or 1
+    n = min(12, cpus - 2)
+    if free_bytes is not None:
+        n = min(n, int(free_bytes // (2 * CHILD_BYTES)))
+    return max(0, n)
+
+
+class Precompiler:
+    """Child processes compiling `tasks` in order; see the module docstring."""
+
+    def __init__(self, tasks: Sequence[Task], *, workers: int, settings: Settings | None = None,
+                 spec: str = DEFAULT_SPEC, task_timeout_s: float = 120.0) -> None:
+        self._queue: deque[Task] = deque(tasks)
+        self._left: dict[str, int] = {}
+        for t in tasks:
+            self._left[t.problem] = self._left.get(t.problem, 0) + 1
+        self._cond = threading.Condition()
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self._threads: list[threading.Thread] = []
+        self._settings = settings
+        self._spec = spec
+        self._task_timeout_s = task_timeout_s
+        self._t0 = time.monotonic()
+        self._closed = False
+        self.summary = Summary(tasks=len(tasks), workers=min(workers, len(tasks)))
+
+    # ---------------------------------------------------------------- parent side
+    def start(self) -> Precompiler:
+        env = {**os.environ, **(self._settings.to_env() if self._settings else {})}
+        src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        for _ in range(self.summary.workers):
+            try:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "convdoctor.tune.precompile", self._spec],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                    env=env, bufsize=0)
+            except OSError as exc:
+                self.summary.errors.append(f"could not start a compile process: {exc}")
+                break
+            self._procs.append(proc)
+            th = threading.Thread(target=self._feed, args=(proc,), daemon=True,
+                                  name="convdoctor-precompile")
+            self._threads.append(th)
+            th.start()
+        return self
+
+    def _next(self) -> Task | None:
+        with self._cond:
+            return self._queue.popleft() if self._queue and not self._closed else None
+
+    def _done(self, task: Task, ok: bool, seconds: float, error: str = "") -> None:
+        with self._cond:
+            if ok:
+                self.summary.compiled += 1
+            else:
+                self.summary.failed += 1
+                if error:
+                    self.summary.errors.append(f"{task.candidate}: {error}"[:300])
+            self.summary.compile_s += seconds
+            self._left[task.problem] -= 1
+            self._cond.notify_all()
+
+    def _abandon(self, proc: subprocess.Popen[bytes], task: Task | None) -> None:
+        """A child died: its task and, when no child is left, the whole queue count as failed."""
+        if task is not None:
+            self._done(task, False, 0.0, "the compile process died")
+        try:
+            proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        with self._cond:
+            alive = any(p.poll() is None for p in self._procs)
+            if not alive:
+                while self._queue:
+                    t = self._queue.popleft()
+                    self.summary.failed += 1
+                    self._left[t.problem] -= 1
+            self._cond.notify_all()
+
+    def _feed(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdin is not None and proc.stdout is not None
+        task: Task | None = None
+        try:
+            while True:
+                task = self._next()
+                if task is None:
+                    break
+                proc.stdin.write((json.dumps({"problem": task.problem,
+                                              "candidate": task.candidate}) + "\n").encode())
+                proc.stdin.flush()
+                line = proc.stdout.readline()
+                if not line:
+                    raise OSError("the compile process ended")
+                reply = json.loads(line)
+                self._done(task, bool(reply.get("ok")), float(reply.get("s") or 0.0),
+                           str(reply.get("error") or ""))
+                task = None
+        except (OSError, ValueError):
+            self._abandon(proc, task)
+        finally:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+
+    def wait(self, problem: str, timeout_s: float) -> bool:
+        """Block until every kernel of `problem` is done or `timeout_s` passed; True when done."""
+        end = time.monotonic() + timeout_s
+        with self._cond:
+            while self._left.get(problem, 0) > 0:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(min(left, 1.0))
+        return True
+
+    def close(self) -> Summary:
+        """Stop handing out kernels, end the children (killing any still compiling), and return
+        the summary."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        for p in self._procs:
+            try:
+                p.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        for th in self._threads:
+            th.join(timeout=5.0)
+        self.summary.seconds = time.monotonic() - self._t0
+        return self.summary
+
+    def __enter__(self) -> Precompiler:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# -------------------------------------------------------------------- child side
+_BACKEND: Any = None
+
+
+def compile_task(problem_key: str, candidate_key: str) -> None:
+    """Build the candidate's runner as the tuner does (compiling its kernel), then free it."""
+    global _BACKEND
+    from ..engines.base import Candidate
+    from ..engines.registry import engine_of
+    from .cuda_backend import CudaBackend
+
+    if _BACKEND is None:
+        from ..measure.placement import allocate
+        from ..settings import current
+
+        class _OnePlacement(CudaBackend):
+            def placements_for(self, problem: ConvProblem) -> Any:
+                cur = self._placements
+                if cur is None or cur.key != problem.key():
+                    self.release(problem)
+                    cur = self._placements = allocate(problem, self.device, wanted=1)
+                return cur
+
+        _BACKEND = _OnePlacement(settings=current(), isolate_heuristic=False)
+    problem = ConvProblem.parse(problem_key)
+    engine = engine_of(candidate_key)
+    if engine is None:
+        raise ValueError(f"no engine owns {candidate_key!r}")
+    offered = {c.key: c for c in engine.offers(problem, _BACKEND)}
+    cand = offered.get(candidate_key) or Candidate(candidate_key, "cuda")
+    engine.runner(_BACKEND, problem, cand).close()
+
+
+def serve(spec: str) -> int:
+    """Compile one task per input line, answering one JSON line each, until the input ends."""
+    import importlib
+
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    mod, _, fn = spec.partition(":")
+    work = getattr(importlib.import_module(mod), fn)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        t0 = time.monotonic()
+        try:
+            msg = json.loads(line)
+            work(msg["problem"], msg["candidate"])
+            reply: dict[str, Any] = {"ok": True}
+        except Exception as exc:  # noqa: BLE001 - a kernel that does not compile is the tuner's to report
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300]}
+        reply["s"] = round(time.monotonic() - t0, 4)
+        proto.write(json.dumps(reply) + "\n")
+        proto.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(serve(sys.argv[1] if len(sys.argv) > 1 else DEFAULT_SPEC))

@@ -1,0 +1,138 @@
+"""The precompiler: child processes taking compile tasks in order, waits per problem, failures."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tune_fakes import importable_in_workers
+
+from convdoctor.problem import ConvProblem
+from convdoctor.settings import Settings
+from convdoctor.tune.precompile import Precompiler, Task, default_workers, triton_tasks
+
+SPEC = "tune_fakes:fake_compile"
+
+
+@pytest.fixture
+def log(monkeypatch: Any, tmp_path: Path) -> Path:
+    importable_in_workers(monkeypatch)
+    path = tmp_path / "compiled.txt"
+    monkeypatch.setenv("FAKE_COMPILE_LOG", str(path))
+    return path
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_every_task_is_compiled_once_and_waits_return(log: Path) -> None:
+    tasks = [Task(f"p{i}", f"k{j}") for i in range(4) for j in range(3)]
+    pre = Precompiler(tasks, workers=3, spec=SPEC).start()
+    assert all(pre.wait(f"p{i}", 30.0) for i in range(4))
+    s = pre.close()
+    assert (s.tasks, s.compiled, s.failed, s.unfinished, s.workers) == (12, 12, 0, 0, 3)
+    assert sorted(_lines(log)) == sorted(f"{t.problem}|{t.candidate}" for t in tasks)
+
+
+def test_a_failing_task_counts_as_done_and_is_reported(log: Path) -> None:
+    tasks = [Task("p0", "k-bad"), Task("p0", "k1"), Task("p1", "k2")]
+    with Precompiler(tasks, workers=1, spec=SPEC) as pre:
+        assert pre.wait("p0", 30.0) and pre.wait("p1", 30.0)
+    s = pre.summary
+    assert (s.compiled, s.failed) == (2, 1)
+    assert "does not compile" in s.errors[0] and "k-bad" in s.errors[0]
+
+
+def test_a_dying_child_fails_its_task_and_the_rest_go_on(log: Path) -> None:
+    tasks = [Task("p0", "k-die"), Task("p0", "k1"), Task("p1", "k2"), Task("p1", "k3")]
+    pre = Precompiler(tasks, workers=2, spec=SPEC).start()
+    assert pre.wait("p0", 30.0) and pre.wait("p1", 30.0)
+    s = pre.close()
+    assert s.failed >= 1 and s.compiled + s.failed == 4
+    assert "died" in " ".join(s.errors)
+
+
+def test_when_every_child_dies_waits_do_not_hang(log: Path) -> None:
+    tasks = [Task("p0", "k-die"), Task("p1", "k-die2"), Task("p2", "k3")]
+    pre = Precompiler(tasks, workers=1, spec=SPEC).start()
+    t0 = time.monotonic()
+    assert pre.wait("p2", 30.0)
+    assert time.monotonic() - t0 < 25.0
+    s = pre.close()
+    assert s.compiled == 0 and s.failed == 3
+
+
+def test_wait_gives_up_at_its_deadline_and_close_ends_the_children(log: Path) -> None:
+    tasks = [Task("p0", f"slow{i}") for i in range(20)]
+    pre = Precompiler(tasks, workers=1, spec=SPEC).start()
+    assert pre.wait("p0", 0.2) is False
+    s = pre.close()
+    assert s.unfinished > 0 and s.compiled < 20
+
+
+def test_a_problem_without_tasks_needs_no_wait(log: Path) -> None:
+    with Precompiler([], workers=4, spec=SPEC) as pre:
+        assert pre.wait("anything", 0.0)
+    assert pre.summary.workers == 0
+
+
+def test_default_workers_leave_two_cores_and_fit_the_gpu_memory() -> None:
+    assert default_workers(cpus=16) == 12
+    assert default_workers(cpus=8) == 6
+    assert default_workers(cpus=2) == 0
+    assert default_workers(free_bytes=6 << 30, cpus=16) == 3
+
+
+def test_triton_tasks_are_the_tuners_triton_candidates_in_problem_order(monkeypatch: Any) -> None:
+    pytest.importorskip("triton", reason="Triton decides what its kernels offer")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")   # offered without a GPU, as under the interpreter
+    dw = ConvProblem.parse("fprop n=8 c=32 k=32 h=28 w=28 r=7 s=7 pad=3 groups=32 "
+                           "dtype=float32 layout=nchw")
+    dense = ConvProblem.parse("wgrad n=8 c=3 k=16 h=32 w=32 r=3 s=3 pad=1 dtype=float32 "
+                              "layout=nchw")
+    probs = [dw, dw.with_direction("dgrad"), dw.with_direction("wgrad"), dense, dw]
+    on = triton_tasks(probs, Settings(), 132)
+    order = [p.key() for p in probs[:4]]
+    assert {t.problem for t in on} == set(order)
+    assert [t.problem for t in on] == sorted((t.problem for t in on), key=order.index)
+    assert len(set(on)) == len(on)                 # the repeated problem adds nothing
+    assert all(t.candidate.startswith("triton:") for t in on)
+    assert {t.candidate.split("_")[0] for t in on if t.problem == dw.key()} == {"triton:dw"}
+    assert triton_tasks(probs, Settings(triton=False), 132) == []
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_tuners_build_finds_the_precompiled_kernel(tmp_path: Path,
+                                                                monkeypatch: Any) -> None:
+    """Children compile a real depthwise problem's kernels into a fresh Triton cache; the tuner's
+    own runner build of each candidate then takes a fraction of a compile."""
+    import time as _t
+
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs an NVIDIA GPU with CUDA torch (run on the device machine)")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    from convdoctor.engines.registry import engine_of
+    from convdoctor.tune.cuda_backend import CudaBackend
+
+    p = ConvProblem.parse("fprop n=16 c=64 k=64 h=28 w=28 r=7 s=7 pad=3 groups=64 "
+                          "dtype=float32 layout=nhwc")
+    be = CudaBackend(settings=Settings(), isolate_heuristic=False)
+    tasks = triton_tasks([p], be.settings, int(be.environment()["sm_count"]))
+    assert tasks
+    with Precompiler(tasks, workers=min(4, len(tasks))) as pre:
+        assert pre.wait(p.key(), 300.0)
+    s = pre.summary
+    assert (s.compiled, s.failed) == (len(tasks), 0), s.errors
+    offered = {c.key: c for e in {engine_of(t.candidate) for t in tasks}
+               for c in e.offers(p, be)}
+    builds = []
+    for t in tasks:
+        t0 = _t.perf_counter()
+        engine_of(t.candidate).runner(be, p, offered[t.candidate]).close()
+        builds.append(_t.perf_counter() - t0)
+    per_compile = s.compile_s / len(tasks)
+    assert max(builds) < 0.5 * per_compile, (builds, per_compile)
