@@ -23,7 +23,7 @@ from convdoctor.settings import Settings
 
 def test_fields_are_optimizes_keyword_parameters_with_its_defaults() -> None:
     params = inspect.signature(O.optimize).parameters
-    assert len(params) == 19
+    assert len(params) == 20
     fields = {f.name: f for f in dataclasses.fields(OptimizeOptions)}
     derived = {"settings", "base_settings"}
     assert set(params) - {"model", "example_inputs"} == set(fields) - derived

@@ -52,6 +52,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="least relative gain (e.g. 0.03) a layout, routing or graph variant must "
                         "measure to be chosen; auto (default): three standard errors of the "
                         "compared medians, at least 0.01")
+    p.add_argument("--remeasure", action="store_true",
+                   help="time the layout, routing, graphs and speedup decisions again, even "
+                        "where the database holds them for this model (with --report: always)")
     p.add_argument("--all-layers", action="store_true",
                    help="print every layer (default: the first 40 signatures)")
     p.add_argument("--report", default=None, metavar="FILE.html",
@@ -100,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
         optimize(model, x, train=args.train, db=args.db, tune_missing=not args.no_tune,
                  channels_last=cl, graphs=on_off[args.graphs],
                  budget_s=args.budget, steps=max(4, args.steps // 2), margin=margin,
-                 backend="cuda" if dev == "cuda" else "cpu", tuning=args.tuning)
+                 backend="cuda" if dev == "cuda" else "cpu", tuning=args.tuning,
+                 remeasure=bool(args.remeasure or args.report))
     except UsageError:
         raise
     except RuntimeError as exc:

@@ -49,6 +49,14 @@ CREATE TABLE IF NOT EXISTS left_out (
     created       REAL NOT NULL,
     PRIMARY KEY (kind, unit, device_key, versions_key)
 );
+CREATE TABLE IF NOT EXISTS decisions (
+    model_key     TEXT NOT NULL,
+    device_key    TEXT NOT NULL,
+    versions_key  TEXT NOT NULL,
+    created       REAL NOT NULL,
+    decision_json TEXT NOT NULL,
+    PRIMARY KEY (model_key, device_key, versions_key)
+);
 """
 
 
@@ -175,7 +183,7 @@ def file_version(conn: sqlite3.Connection, path: Path) -> int:
 def init_schema(conn: sqlite3.Connection, path: Path) -> None:
     """WAL, the tables of a new database, or an older convdoctor file migrated in place (every
     row kept); another program's database is refused untouched."""
-    if tables(conn) - {"meta", "results", "left_out"} and "meta" not in tables(conn):
+    if tables(conn) - {"meta", "results", "left_out", "decisions"} and "meta" not in tables(conn):
         raise foreign(path)      # before WAL mode, which would change the file's header
     mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
     if mode is None or str(mode[0]).lower() != "wal":

@@ -426,8 +426,11 @@ class TuningDB:
                                  params).fetchone()[0])
             if not dry_run:
                 conn.execute(f"DELETE FROM results WHERE {where}", params)
-                # remembered left-out units go by the same rules (same column names)
+                # remembered left-out units and optimize's decisions go by the same rules (same
+                # column names)
                 conn.execute(f"DELETE FROM left_out WHERE {where}", params)
+                if "decisions" in sqlfile.tables(conn):
+                    conn.execute(f"DELETE FROM decisions WHERE {where}", params)
             return n
 
         return int(self._guard(w) if dry_run else self._write(w))
@@ -485,6 +488,39 @@ class TuningDB:
             return n
 
         return int(self._guard(w) if dry_run else self._write(w))
+
+    # ------------------------------------------------------------------ optimize's decisions
+    # What `optimize` measured for one model (layout, routing, graphs, speedup), keyed by
+    # `runtime.decisions.model_key` and this device and versions; an exact match only. Not
+    # exported (they describe one machine); `prune` removes them by the results' rules.
+    def decision(self, env: dict[str, str], model_key: str) -> dict[str, Any] | None:
+        """The decision stored for `model_key` here, or None."""
+        dev, ver = split_env(env)
+
+        def q(conn: sqlite3.Connection) -> Any:
+            if "decisions" not in sqlfile.tables(conn):    # an older file opened read-only
+                return None
+            return conn.execute("SELECT decision_json FROM decisions WHERE model_key = ? AND "
+                                "device_key = ? AND versions_key = ?",
+                                (model_key, dev, ver)).fetchone()
+
+        row = self._guard(q)
+        try:
+            d = json.loads(row[0]) if row else None
+        except ValueError:
+            return None
+        return d if isinstance(d, dict) else None
+
+    def remember_decision(self, env: dict[str, str], model_key: str,
+                          decision: dict[str, Any]) -> None:
+        """Store (replace) the decision for `model_key` here; nothing on a read-only database."""
+        if self.read_only:
+            return
+        dev, ver = split_env(env)
+        row = (model_key, dev, ver, time.time(), json.dumps(decision))
+        self._write(lambda conn: conn.execute(
+            "INSERT OR REPLACE INTO decisions (model_key, device_key, versions_key, created, "
+            "decision_json) VALUES (?, ?, ?, ?, ?)", row))
 
     # ------------------------------------------------------------------ sharing
     def export(self, path: str | os.PathLike[str]) -> int:

@@ -97,6 +97,35 @@ def decide_graphs(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, us
     return _apply(model, report, c, ms, g, g_routed, sites)
 
 
+def replay_graphs(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, use_cl: bool,
+                  report: OptimizeReport, dev: str, sites: Sites | None, routed: bool) -> bool:
+    """Capture and keep the graphs a stored decision kept (`runtime.decisions`), without timing;
+    True when it is the graph routes' capture. A capture that fails leaves the model eager."""
+    args = graph_args(inputs, use_cl)
+    if opts.graphs is False or dev != "cuda" or args is None:
+        report.graphs = False
+        return False
+    try:
+        if routed and sites:
+            g_routed = _capture_routed(model, args, opts.train, sites, report)
+            if g_routed is not None:
+                _graphs.attach(model, g_routed)
+                g_routed.enabled = True
+                for s in sites.values():
+                    s.enabled = True
+                report.graphs = report.routing = report.graphs_routed = True
+                return True
+        g = _graphs.install(model, args, opts.train)
+        g.enabled = True
+        report.graphs = True
+    except Exception as exc:  # noqa: BLE001 - not capturable now: stay eager
+        _graphs.uninstall(model)
+        report.graphs = False
+        report.graphs_reason = f"not capturable ({_why(exc)})"
+        report.notes.append(f"CUDA graphs: {report.graphs_reason}")
+    return False
+
+
 def _capture_routed(model: torch.nn.Module, args: tuple[torch.Tensor, ...], train: bool,
                     sites: Sites, report: OptimizeReport) -> _graphs.GraphedForward | None:
     """A second capture with the graph routes swapped in (detached from the model: the caller
@@ -185,6 +214,7 @@ def _apply(model: torch.nn.Module, report: OptimizeReport, c: GraphsChoice, ms: 
             s.enabled = True  # eager fallbacks (other shapes, contexts) route too
         other = "the eager routes" if report.routing else "PyTorch's path"
         report.routing = True
+        report.graphs_routed = True
         report.routing_reason += (f"; under CUDA graphs, the graph routes (no host cost per "
                                   f"plan call) {ms['graphed_routed']:.3f} ms vs {other} "
                                   f"{ms['graphed']:.3f} ms -> graph routes")

@@ -26,6 +26,8 @@ steps are filtered around them only (`quiet`).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -34,8 +36,9 @@ from ..errors import UsageError
 from ..settings import current as current_settings
 from . import graphs as _graphs
 from . import site as _site
+from .decisions import REUSED, Decision, DecisionStore, reuse_layout, reuse_speedup
 from .feedback import announce
-from .graphs_decision import decide_graphs
+from .graphs_decision import decide_graphs, replay_graphs
 from .layout import apply_channels_last, decide_layout
 from .options import OptimizeOptions
 from .record import device_of, distinct_calls, model_problems, record_calls
@@ -44,7 +47,7 @@ from .routes import FirstSight, build_routes
 from .speedup import confirmed, copy_as_given, forced, measure_speedup, record_undone
 from .state import OptimizedState, attach, detach, is_optimized, report_of
 from .tuning import find_results
-from .verify import verify_routing
+from .verify import replay_routing, verify_routing
 
 __all__ = ["optimize", "restore", "report_of", "is_optimized", "model_problems",
            "OptimizeOptions", "OptimizeReport", "LayerChoice", "DirectionChoice"]
@@ -74,7 +77,7 @@ def optimize(model: Any, example_inputs: Any = None, train: bool = True, db: Any
              budget_s: float = 2.0, steps: int = 10, margin: float | None = None,
              progress: Any = None, isolate: bool = True,
              tune_time_limit_s: float | None = None, graphs: bool | str = "auto",
-             tuning: str = "quick") -> Any:
+             tuning: str = "quick", remeasure: bool = False) -> Any:
     """Route every convolution of `model` to its tuned winner; returns the same model object.
 
     db: a `convdoctor.db.TuningDB`, a path, None (the default database) or False (no database).
@@ -100,6 +103,11 @@ def optimize(model: Any, example_inputs: Any = None, train: bool = True, db: Any
     tuning: "quick" (default: `convdoctor.settings.QUICK` over the settings left at their
         defaults, for results within the minute) or "thorough" (the settings as given). A result
         tuned thoroughly is used by a quick run too.
+    remeasure: with `verify`, the layout, routing, graphs and speedup decisions are measured
+        once per model, inputs, options and environment and kept in the database; a later call
+        whose problems all come from the database applies them without timing
+        (`report_of(model).decisions == "reused"`). True measures them again (and stores the
+        new ones).
     """
     t_start = time.monotonic()
     if not isinstance(model, torch.nn.Module):
@@ -109,7 +117,7 @@ def optimize(model: Any, example_inputs: Any = None, train: bool = True, db: Any
         dtype=dtype, channels_last=channels_last, tune_on_first_sight=tune_on_first_sight,
         backend=backend, verify=verify, budget_s=budget_s, steps=steps, margin=margin,
         progress=progress, isolate=isolate, tune_time_limit_s=tune_time_limit_s, graphs=graphs,
-        tuning=tuning, **_tuning_settings(tuning))
+        tuning=tuning, remeasure=bool(remeasure), **_tuning_settings(tuning))
     if is_optimized(model):
         restore(model)
     device = device_of(model)
@@ -150,14 +158,35 @@ def prepare_inputs(example_inputs: Any, opts: OptimizeOptions, device: torch.dev
                      f"inputs, not {type(example_inputs).__name__}")
 
 
+@contextmanager
+def _phase(report: OptimizeReport, name: str) -> Iterator[None]:
+    """Adds the seconds the block took to `report.phase_s[name]`."""
+    t0 = time.monotonic()
+    try:
+        yield
+    finally:
+        report.phase_s[name] = round(report.phase_s.get(name, 0.0) + time.monotonic() - t0, 3)
+
+
 def _run(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, report: OptimizeReport,
          dev: str) -> None:
-    """Steps 0-7 on `model`; on any exception the model is restored and the exception raised."""
-    given = copy_as_given(model, report) if opts.verify else None
+    """Steps 0-7 on `model`; on any exception the model is restored and the exception raised.
+    Decisions measured before for this model and environment are applied instead of timed
+    (`decisions`), and measured ones are stored."""
+    with _phase(report, "copy"):
+        given = copy_as_given(model, report) if opts.verify else None
+        store = DecisionStore.open(model, inputs, opts, dev) if given is not None else None
+        stored = store.recall() if store is not None and not opts.remeasure else None
     try:
-        _decide(model, inputs, opts, report, dev)
-        if given is not None:
-            _confirm(model, given, inputs, opts, report, dev)
+        problems, replayed = _decide(model, inputs, opts, report, dev, stored)
+        if replayed and stored is not None:
+            _reuse_confirm(model, stored, report)
+        elif given is not None:
+            report.decisions = "measured"
+            with _phase(report, "speedup"):
+                outcome = _confirm(model, given, inputs, opts, report, dev)
+            if store is not None and outcome != "unmeasured" and report.untuned == 0:
+                store.store(Decision.of(report, problems, undone=outcome == "undone"))
     except BaseException:
         restore(model)
         raise
@@ -168,10 +197,14 @@ def _run(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, report: Opt
 
 
 def _decide(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, report: OptimizeReport,
-            dev: str) -> None:
-    """Steps 1-6: each change made, and kept only when it measures faster."""
+            dev: str, stored: Decision | None) -> tuple[list[str], bool]:
+    """Steps 1-6: each change made, and kept only when it measures faster; or, with a `stored`
+    decision that still fits (every problem from the database, the same problems), each change
+    as it was decided then. Returns the problems' keys and whether `stored` was applied."""
     state = OptimizedState(report)
-    use_cl = decide_layout(model, inputs, opts, report, dev)
+    with _phase(report, "layout"):
+        use_cl = (reuse_layout(stored, report) if stored is not None
+                  else decide_layout(model, inputs, opts, report, dev))
     sites: dict[str, _site.Site] = {}
     attach(model, state)  # from here on, `restore` undoes whatever was done
     if use_cl:
@@ -182,40 +215,80 @@ def _decide(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, report: 
             state.modules.append(m)
     if not sites:
         report.routing, report.routing_reason = False, "no convolution module to route"
-    records = record_calls(model, inputs, opts.train, sites)
-    calls = distinct_calls(records, opts.train, report.notes)
+    with _phase(report, "record"):
+        records = record_calls(model, inputs, opts.train, sites)
+        calls = distinct_calls(records, opts.train, report.notes)
     report.problems = len(calls.problems)
-    results = find_results(calls.problems, opts, report)
-    build_routes(sites, calls, results, opts, report, dev)
+    with _phase(report, "tuning"):
+        results = find_results(calls.problems, opts, report)
+    with _phase(report, "routes"):
+        build_routes(sites, calls, results, opts, report, dev)
     if opts.tune_on_first_sight:
         hook = FirstSight(opts, dev)
         for s in sites.values():
             s.on_new_shape = hook
+    keys = sorted(calls.problems)
+    fits = (stored is not None and report.tuned == 0 and report.untuned == 0
+            and keys == stored.problems)
     # Routes that lose eagerly stay installed, disabled, until the graphs decision has timed
     # them under graphs too: there the host cost of a route is gone.
     may_graph = opts.graphs_possible(dev) and opts.verify
-    if opts.verify and sites:
-        verify_routing(model, inputs, sites, report, opts, dev, keep_sites=may_graph)
-    used = decide_graphs(model, inputs, opts, use_cl, report, dev,
-                         sites=sites if opts.verify else None)
+    if fits and stored is not None and stored.undone:
+        used = False                     # the model ends as PyTorch runs it (`_reuse_confirm`)
+    elif fits and stored is not None:
+        replay_routing(sites, report, stored.routing, stored.routing_variant)
+        report.routing_reason = stored.routing_reason + REUSED
+        report.verify_ms = dict(stored.verify_ms)
+        used = stored.graphs and replay_graphs(model, inputs, opts, use_cl, report, dev, sites,
+                                               stored.graphs_routed)
+        if report.graphs:
+            report.graphs_reason = stored.graphs_reason + REUSED
+            report.graphs_ms = dict(stored.graphs_ms)
+    else:
+        if opts.verify and sites:
+            with _phase(report, "verify"):
+                verify_routing(model, inputs, sites, report, opts, dev, keep_sites=may_graph)
+        with _phase(report, "graphs"):
+            used = decide_graphs(model, inputs, opts, use_cl, report, dev,
+                                 sites=sites if opts.verify else None)
     if not used:
         for s in sites.values():
             s.graph_routes = {}  # not used: release their plans and workspaces
     if opts.verify and sites and not report.routing:
         for m in model.modules():  # no wrapper left: exactly PyTorch's path
             _site.uninstall(m)
+    return keys, fits
 
 
 def _confirm(model: torch.nn.Module, given: torch.nn.Module, inputs: Any,
-             opts: OptimizeOptions, report: OptimizeReport, dev: str) -> None:
+             opts: OptimizeOptions, report: OptimizeReport, dev: str) -> str:
     """Step 7: the optimized model against the model as given; every change undone unless
-    measured faster beyond noise (or asked for)."""
+    measured faster beyond noise (or asked for). Returns "unchanged", "unmeasured", "kept" or
+    "undone"."""
     if not report.changed:
         report.speedup_source = "no layout, routing or graph variant was measured faster"
-        return
+        return "unchanged"
     if not measure_speedup(given, model, inputs, opts, report, dev):
-        return
+        return "unmeasured"
     if not confirmed(report) and not forced(opts, report):
         record_undone(report)
         restore(model)
         attach(model, OptimizedState(report))  # as PyTorch runs it; the report stays readable
+        return "undone"
+    return "kept"
+
+
+def _reuse_confirm(model: torch.nn.Module, stored: Decision, report: OptimizeReport) -> None:
+    """Step 7 as measured before: the stored speedup, or the model as PyTorch runs it when the
+    changes were not faster then."""
+    report.decisions = "reused"
+    if stored.undone:
+        restore(model)
+        attach(model, OptimizedState(report))
+        for name in ("channels_last", "routing", "graphs"):
+            setattr(report, name, False)
+        report.routing_reason = stored.routing_reason + REUSED
+        report.graphs_reason = stored.graphs_reason + REUSED
+        report.notes.append(f"the optimized model was not measured faster than the model as "
+                            f"given end to end on {stored.when()}: every change undone{REUSED}")
+    reuse_speedup(stored, report)

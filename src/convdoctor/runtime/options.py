@@ -42,6 +42,7 @@ class OptimizeOptions:
     tune_time_limit_s: float | None = None
     graphs: bool | str = "auto"
     tuning: str = "quick"                # "quick" or "thorough" (`settings.for_tuning`)
+    remeasure: bool = False              # measure the decisions again (`runtime.decisions`)
     settings: Settings = field(default_factory=Settings)      # for tuning: `tuning` applied
     # the settings as the user gave them: a result tuned under them is served to a quick run too
     base_settings: Settings = field(default_factory=Settings)

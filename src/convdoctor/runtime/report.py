@@ -4,6 +4,7 @@ per recorded call signature of a conv layer, a `DirectionChoice` per direction i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -39,9 +40,12 @@ class OptimizeReport:
     layout_ms: dict[str, float] = field(default_factory=dict)
     graphs: bool = False
     graphs_reason: str = ""
+    graphs_routed: bool = False      # the graph kept was captured with the graph routes
     graphs_ms: dict[str, float] = field(default_factory=dict)
     routing: bool = True
     routing_reason: str = ""
+    # the routing variant kept: "routed", "routed_nohost" (the graph routes, eagerly) or ""
+    routing_variant: str = ""
     verify_ms: dict[str, float] = field(default_factory=dict)
     # the relative gain each decision needed to count as a win (`margin`, or the measurement's)
     margins: dict[str, float] = field(default_factory=dict)
@@ -54,6 +58,15 @@ class OptimizeReport:
     untuned: int = 0
     tuning_s: float = 0.0
     optimize_s: float = 0.0
+    # seconds per step of `optimize` ("copy", "layout", "record", "tuning", "routes", "verify",
+    # "graphs", "speedup"): where the time to the first optimized step went
+    phase_s: dict[str, float] = field(default_factory=dict)
+    # "measured" (layout, routing, graphs and speedup timed now), "reused" (applied as measured
+    # before for this model and environment, `runtime.decisions`) or "" (verify=False)
+    decisions: str = ""
+    # the Triton kernels compiled ahead of tuning (`tune.precompile.Summary.to_dict`); empty when
+    # none were
+    precompile: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     # End to end, the model as optimize leaves it against a copy of the model as given (made
     # before any change), timed interleaved in one session (`runtime.speedup`). None and empty

@@ -83,6 +83,7 @@ def _report_routing(report: OptimizeReport, samples: dict[str, list[float]], bes
                     keep: bool) -> None:
     ms = {k: median(v) for k, v in samples.items()}
     report.routing = keep
+    report.routing_variant = best if keep else ""
     report.verify_ms = dict(ms, chosen=ms[best] if keep else ms["unrouted"])
     report.margins["routing"] = m
     extra = (f", routed without host cost per plan call {ms['routed_nohost']:.3f} ms"
@@ -92,6 +93,16 @@ def _report_routing(report: OptimizeReport, samples: dict[str, list[float]], bes
     report.routing_reason = (f"measured end to end: routed {ms['routed']:.3f} ms{extra}, "
                              f"PyTorch's path {ms['unrouted']:.3f} ms (a win needs {m:.1%}) -> "
                              f"{verdict}")
+
+
+def replay_routing(sites: Sites, report: OptimizeReport, keep: bool, variant: str) -> None:
+    """Routing as a stored decision had it (`runtime.decisions`), without timing."""
+    if keep and variant == "routed_nohost":
+        adopt_graph_routes(sites, report)
+    for s in sites.values():
+        s.enabled = keep
+    report.routing = keep
+    report.routing_variant = variant if keep else ""
 
 
 def adopt_graph_routes(sites: Sites, report: OptimizeReport) -> None:

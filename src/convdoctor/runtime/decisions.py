@@ -1,0 +1,174 @@
+"""`optimize`'s measured decisions for a model, kept in the tuning database and applied again.
+
+With `verify`, `optimize` decides the layout, the routing, the CUDA graphs and the end-to-end
+speedup by timing whole steps (20 s on ConvNeXt-tiny at batch 64 on an H100). Once they are
+measured, they are stored beside the tuning results; a later `optimize` of the same model, inputs
+and options in the same environment, with every problem served by the database, applies them as
+they were and times nothing (`remeasure=True` measures them again). The report says so: each
+reason ends with `REUSED` and `speedup_source` names the date of the measurement.
+
+The key (`model_key`) hashes what decides the measurement: the model's structure (module types,
+parameter and buffer names, shapes and dtypes), the inputs' shapes, dtypes and layouts, train or
+eval, autocast, PyTorch's TF32, determinism and benchmark flags, and the options that decide
+(channels_last, graphs, margin, steps, tuning). It is stored under the tuning environment's device
+and versions keys, like a tuning result: another GPU, driver, library or kernel source measures
+anew.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import torch
+
+from .layout import map_tensors
+from .options import OptimizeOptions
+from .report import OptimizeReport
+
+REUSED = " (measured before for this model and environment, reused)"
+FORMAT = 1
+
+
+@dataclass
+class Decision:
+    """What one measured `optimize` decided (the report's fields of the same names)."""
+
+    problems: list[str]
+    channels_last: bool = False
+    channels_last_reason: str = ""
+    layout_ms: dict[str, float] = field(default_factory=dict)
+    routing: bool = False
+    routing_reason: str = ""
+    routing_variant: str = ""
+    verify_ms: dict[str, float] = field(default_factory=dict)
+    graphs: bool = False
+    graphs_routed: bool = False
+    graphs_reason: str = ""
+    graphs_ms: dict[str, float] = field(default_factory=dict)
+    speedup: float | None = None
+    speedup_ci: list[float] = field(default_factory=list)
+    speedup_level: float = 0.0
+    speedup_ms: dict[str, float] = field(default_factory=dict)
+    speedup_source: str = ""
+    undone: bool = False
+    created: float = 0.0
+
+    @classmethod
+    def of(cls, report: OptimizeReport, problems: list[str], undone: bool) -> Decision:
+        names = {f.name for f in fields(cls)} - {"problems", "undone", "created"}
+        values = {n: getattr(report, n) for n in names}
+        for n in ("channels_last_reason", "routing_reason", "graphs_reason", "speedup_source"):
+            values[n] = str(values[n]).split(REUSED)[0]    # as measured, without "reused"
+        return cls(problems=sorted(problems), undone=undone, created=time.time(), **values)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Decision | None:
+        names = {f.name for f in fields(cls)}
+        if d.get("format") != FORMAT or not isinstance(d.get("problems"), list):
+            return None
+        try:
+            return cls(**{k: v for k, v in d.items() if k in names})
+        except TypeError:
+            return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": FORMAT, **asdict(self)}
+
+    def when(self) -> str:
+        return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(self.created))
+
+
+def _tensor_sig(t: torch.Tensor) -> str:
+    fmt = ("cl" if t.dim() in (4, 5) and not t.is_contiguous() and t.is_contiguous(
+        memory_format=torch.channels_last if t.dim() == 4 else torch.channels_last_3d) else "c")
+    return f"T{tuple(t.shape)}{t.dtype}{t.device.type}{fmt}{t.requires_grad}"
+
+
+def model_key(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, dev: str) -> str:
+    """The hash that names a model's decisions (see the module docstring)."""
+    h = hashlib.sha256()
+    for name, m in model.named_modules():
+        h.update(f"M{name}:{type(m).__module__}.{type(m).__qualname__}".encode())
+    for name, p in model.named_parameters():
+        h.update(f"P{name}:{_tensor_sig(p)}".encode())
+    for name, b in model.named_buffers():
+        h.update(f"B{name}:{_tensor_sig(b)}".encode())
+    sigs: list[str] = []
+    map_tensors(inputs, lambda t: sigs.append(_tensor_sig(t)) or t)  # type: ignore[func-returns-value]
+    h.update(("I" + "|".join(sigs) + f"|{type(inputs).__name__}").encode())
+    amp = torch.is_autocast_enabled(dev) if dev in ("cuda", "cpu") else False
+    flags = {
+        "train": opts.train, "autocast": amp,
+        "autocast_dtype": str(torch.get_autocast_dtype(dev)) if amp else "",
+        "cudnn_tf32": torch.backends.cudnn.allow_tf32,
+        "matmul_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "deterministic": torch.backends.cudnn.deterministic,
+        "benchmark": torch.backends.cudnn.benchmark,
+        "channels_last": str(opts.channels_last), "graphs": str(opts.graphs),
+        "margin": opts.margin, "steps": opts.steps, "tuning": opts.tuning,
+    }
+    h.update(json.dumps(flags, sort_keys=True).encode())
+    return h.hexdigest()[:32]
+
+
+class DecisionStore:
+    """The database and environment decisions are read from and written to (None-safe: without
+    a database that keeps decisions, nothing is reused or stored)."""
+
+    def __init__(self, db: Any, env: dict[str, str] | None, key: str) -> None:
+        self.db = db
+        self.env = env
+        self.key = key
+
+    @classmethod
+    def open(cls, model: torch.nn.Module, inputs: Any, opts: OptimizeOptions,
+             dev: str) -> DecisionStore:
+        from .tuning import Tuning
+
+        db = env = None
+        if opts.verify and opts.db is not False:
+            try:
+                t = Tuning.of(opts)
+                if t.available and t.db is not None and hasattr(t.db, "decision"):
+                    db, env = t.db, t.env
+                t.close()
+            except Exception:  # noqa: BLE001 - decisions are a cache
+                db = env = None
+        key = model_key(model, inputs, opts, dev) if db is not None else ""
+        return cls(db, env, key)
+
+    def recall(self) -> Decision | None:
+        if self.db is None or self.env is None:
+            return None
+        try:
+            d = self.db.decision(self.env, self.key)
+        except Exception:  # noqa: BLE001 - a database that cannot answer measures anew
+            return None
+        return Decision.from_dict(d) if isinstance(d, dict) else None
+
+    def store(self, decision: Decision) -> None:
+        if self.db is None or self.env is None:
+            return
+        try:
+            self.db.remember_decision(self.env, self.key, decision.to_dict())
+        except Exception:  # noqa: BLE001 - a read-only or locked database keeps nothing
+            pass
+
+
+def reuse_layout(d: Decision, report: OptimizeReport) -> bool:
+    report.channels_last = d.channels_last
+    report.channels_last_reason = d.channels_last_reason + REUSED
+    report.layout_ms = dict(d.layout_ms)
+    return d.channels_last
+
+
+def reuse_speedup(d: Decision, report: OptimizeReport) -> None:
+    report.speedup = d.speedup
+    report.speedup_ci = list(d.speedup_ci)
+    report.speedup_level = d.speedup_level
+    report.speedup_ms = dict(d.speedup_ms)
+    report.speedup_source = f"{d.speedup_source}; measured {d.when()}{REUSED}"

@@ -1,0 +1,140 @@
+"""optimize's measured decisions are stored with the tuning results and applied again without
+timing when the same model, inputs, options and environment come back with every problem in the
+database; anything else measures anew. Synthetic step costs (`rt_clock`), a real SQLite database
+and the CPU tuner."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn as nn
+from rt_clock import FakeClock, use_clock
+
+from convdoctor.db.store import TuningDB
+from convdoctor.runtime import optimizer as O
+from convdoctor.runtime import site as S
+from convdoctor.runtime.decisions import REUSED, Decision, model_key
+from convdoctor.runtime.options import OptimizeOptions
+from convdoctor.runtime.report import OptimizeReport
+
+
+class Costed(nn.Module):
+    """One convolution whose step costs what `costs` says: "given" (no routed forward),
+    "routed" (the routed forward on), "unrouted" (installed, off)."""
+
+    def __init__(self, clock: FakeClock, costs: dict[str, float], ch: int = 4) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, ch, 3, padding=1)
+        self.clock, self.costs = clock, costs
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        site = S.site_of(self.conv)
+        kind = "given" if site is None else "routed" if site.enabled else "unrouted"
+        self.clock.advance(self.costs[kind] * 1e-3)
+        return self.conv(x)
+
+
+def _run(clock: FakeClock, db: str, costs: dict[str, float], *, shape: tuple[int, ...] = (1, 3, 8, 8),
+         ch: int = 4, **kw: Any) -> tuple[Costed, OptimizeReport]:
+    m = Costed(clock, costs, ch)
+    O.optimize(m, torch.randn(*shape), train=False, db=db, channels_last=False, steps=9,
+               progress=False, isolate=False, backend="cpu", budget_s=0.05, **kw)
+    rep = O.report_of(m)
+    assert rep is not None
+    return m, rep
+
+
+WIN = {"given": 1.0, "unrouted": 1.0, "routed": 0.8}
+LOSS = {"given": 1.0, "unrouted": 1.15, "routed": 1.035}
+
+
+def test_a_second_optimize_applies_the_measured_decisions_without_timing(
+        monkeypatch: Any, tmp_path: Path) -> None:
+    clock = use_clock(monkeypatch, FakeClock())
+    db = str(tmp_path / "t.sqlite3")
+    _, first = _run(clock, db, WIN)
+    assert first.decisions == "measured" and first.routing and "verify" in first.phase_s
+    assert first.speedup is not None and first.speedup > 1.1
+    m, again = _run(clock, db, WIN)
+    assert again.decisions == "reused"
+    assert again.from_db == again.problems and again.tuned == 0
+    assert "verify" not in again.phase_s and "graphs" not in again.phase_s
+    assert again.routing and S.site_of(m.conv) is not None and S.site_of(m.conv).enabled
+    assert again.speedup == first.speedup and again.speedup_ci == first.speedup_ci
+    assert again.routing_reason.endswith(REUSED) and "reused" in again.speedup_source
+    assert again.channels_last_reason.endswith(REUSED)
+
+
+def test_remeasure_times_again_and_stores_the_new_decision(monkeypatch: Any,
+                                                           tmp_path: Path) -> None:
+    clock = use_clock(monkeypatch, FakeClock())
+    db = str(tmp_path / "t.sqlite3")
+    _run(clock, db, WIN)
+    _, rep = _run(clock, db, LOSS, remeasure=True)
+    assert rep.decisions == "measured" and not rep.routing
+    m, rep2 = _run(clock, db, WIN)            # the stored decision is now the undone one
+    assert rep2.decisions == "reused" and not rep2.routing and rep2.speedup is None
+    assert S.site_of(m.conv) is None and "forward" not in m.conv.__dict__
+    assert any("undone" in n and REUSED in n for n in rep2.notes)
+
+
+def test_other_inputs_or_another_model_measure_anew(monkeypatch: Any, tmp_path: Path) -> None:
+    clock = use_clock(monkeypatch, FakeClock())
+    db = str(tmp_path / "t.sqlite3")
+    _run(clock, db, WIN)
+    _, wider = _run(clock, db, WIN, ch=6)
+    assert wider.decisions == "measured"
+    _, bigger = _run(clock, db, WIN, shape=(2, 3, 8, 8))
+    assert bigger.decisions == "measured"
+    _, same = _run(clock, db, WIN)
+    assert same.decisions == "reused"
+    assert len(sqlite3.connect(db).execute("SELECT * FROM decisions").fetchall()) == 3
+
+
+def test_a_stored_decision_never_carries_the_reused_mark(monkeypatch: Any,
+                                                         tmp_path: Path) -> None:
+    clock = use_clock(monkeypatch, FakeClock())
+    db = str(tmp_path / "t.sqlite3")
+    _run(clock, db, WIN)
+    _run(clock, db, WIN)
+    _run(clock, db, WIN, remeasure=True)
+    (raw,) = sqlite3.connect(db).execute("SELECT decision_json FROM decisions").fetchone()
+    assert "reused" not in raw
+
+
+def test_the_key_follows_what_decides_and_ignores_values() -> None:
+    a, b = nn.Conv2d(3, 4, 3), nn.Conv2d(3, 4, 3)
+    x = torch.randn(1, 3, 8, 8)
+    o = OptimizeOptions()
+    assert model_key(a, x, o, "cpu") == model_key(b, x, o, "cpu")         # other weights
+    assert model_key(a, x, o, "cpu") != model_key(nn.Conv2d(3, 5, 3), x, o, "cpu")
+    assert model_key(a, x, o, "cpu") != model_key(a, torch.randn(2, 3, 8, 8), o, "cpu")
+    assert model_key(a, x, o, "cpu") != model_key(a, x.double(), o, "cpu")
+    assert model_key(a, x, o, "cpu") != model_key(a, x, OptimizeOptions(train=False), "cpu")
+    assert model_key(a, x, o, "cpu") != model_key(a, x, OptimizeOptions(steps=11), "cpu")
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        amp = model_key(a, x, o, "cpu")
+    assert amp != model_key(a, x, o, "cpu")
+
+
+def test_a_damaged_or_foreign_record_reads_as_none() -> None:
+    assert Decision.from_dict({"format": 99, "problems": []}) is None
+    assert Decision.from_dict({"format": 1}) is None
+    assert Decision.from_dict({"format": 1, "problems": [], "routing": True}) is not None
+    assert Decision.from_dict({"format": 1, "problems": [], "nonsense": 3}) is not None
+
+
+def test_the_database_keeps_decisions_per_environment_and_prune_removes_stale_ones(
+        tmp_path: Path) -> None:
+    db = TuningDB(tmp_path / "d.sqlite3")
+    env = {"gpu_name": "X", "sm_count": "1", "compute_capability": "9.0", "torch": "1"}
+    db.remember_decision(env, "k1", {"format": 1, "problems": ["a"]})
+    assert db.decision(env, "k1") == {"format": 1, "problems": ["a"]}
+    assert db.decision(env, "k2") is None
+    newer = dict(env, torch="2")
+    assert db.decision(newer, "k1") is None
+    db.prune(newer, stale=True)
+    assert db.decision(env, "k1") is None
