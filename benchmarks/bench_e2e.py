@@ -97,7 +97,9 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
                                "tuned": rep.tuned, "tuning_s": round(rep.tuning_s, 2),
                                "optimize_s": round(rep.optimize_s, 2),
                                "routing": bool(rep.routing),
-                               "speedup": rep.speedup, "phase_s": dict(rep.phase_s)}
+                               "speedup": rep.speedup, "phase_s": dict(rep.phase_s),
+                               "decisions": rep.decisions, "precompile": dict(rep.precompile),
+                               "channels_last": rep.channels_last, "graphs": rep.graphs}
     if args.mode in ("compile", "compile_optimize"):
         run_model = torch.compile(model)
     else:
