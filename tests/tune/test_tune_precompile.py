@@ -34,6 +34,7 @@ def test_every_task_is_compiled_once_and_waits_return(log: Path) -> None:
     assert all(pre.wait(f"p{i}", 30.0) for i in range(4))
     s = pre.close()
     assert (s.tasks, s.compiled, s.failed, s.unfinished, s.workers) == (12, 12, 0, 0, 3)
+    assert 0 < s.finished_s <= s.seconds
     assert sorted(_lines(log)) == sorted(f"{t.problem}|{t.candidate}" for t in tasks)
 
 

@@ -54,7 +54,8 @@ class Summary:
     compiled: int = 0
     failed: int = 0
     workers: int = 0
-    seconds: float = 0.0
+    seconds: float = 0.0            # from the start to `close`
+    finished_s: float = 0.0         # from the start to the last kernel done
     compile_s: float = 0.0          # the children's own seconds, summed
     errors: list[str] = field(default_factory=list)
 
@@ -65,7 +66,8 @@ class Summary:
     def to_dict(self) -> dict[str, Any]:
         return {"tasks": self.tasks, "compiled": self.compiled, "failed": self.failed,
                 "unfinished": self.unfinished, "workers": self.workers,
-                "seconds": round(self.seconds, 3), "compile_s": round(self.compile_s, 3),
+                "seconds": round(self.seconds, 3), "finished_s": round(self.finished_s, 3),
+                "compile_s": round(self.compile_s, 3),
                 "errors": self.errors[:5]}
 
 
@@ -170,6 +172,7 @@ class Precompiler:
                 if error:
                     self.summary.errors.append(f"{task.candidate}: {error}"[:300])
             self.summary.compile_s += seconds
+            self.summary.finished_s = time.monotonic() - self._t0
             self._left[task.problem] -= 1
             self._cond.notify_all()
 
