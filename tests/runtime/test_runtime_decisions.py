@@ -9,6 +9,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 import torch.nn as nn
 from rt_clock import FakeClock, use_clock
@@ -138,3 +139,36 @@ def test_the_database_keeps_decisions_per_environment_and_prune_removes_stale_on
     assert db.decision(newer, "k1") is None
     db.prune(newer, stale=True)
     assert db.decision(env, "k1") is None
+
+
+def test_prestart_starts_nothing_for_a_cpu_backend(tmp_path: Path) -> None:
+    from convdoctor.runtime.tuning import Tuning
+    from convdoctor.settings import Settings
+
+    t = Tuning(str(tmp_path / "t.sqlite3"), "cpu", 0.05, True, Settings())
+    t.prestart()
+    assert t._worker is None and t._pre is None and t._starting is None
+    t.close()
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_prestart_starts_the_worker_and_the_compile_processes(tmp_path: Path) -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("needs an NVIDIA GPU with CUDA torch (run on the device machine)")
+    pytest.importorskip("cudnn")
+    from convdoctor.problem import ConvProblem
+    from convdoctor.runtime.tuning import Tuning, find_results
+    from convdoctor.settings import Settings, for_tuning
+
+    db = str(tmp_path / "t.sqlite3")
+    opts = OptimizeOptions(db=db, budget_s=0.2, progress=False, backend="cuda", train=False)
+    t = Tuning(db, "cuda", 0.2, True, for_tuning(Settings(), "quick"))
+    t.prestart()
+    assert t._pre is not None and t._starting is not None
+    p = ConvProblem.parse("fprop n=8 c=32 k=32 h=14 w=14 r=7 s=7 pad=3 groups=32 "
+                          "dtype=float32 layout=nchw")
+    rep = OptimizeReport(device="cuda", train=False)
+    res = find_results({p.key(): p}, opts, rep, tuning=t)
+    assert rep.tuned == 1 and p.key() in res
+    assert rep.precompile["tasks"] > 0
+    assert rep.precompile["compiled"] == rep.precompile["tasks"], rep.precompile

@@ -137,3 +137,30 @@ def test_on_a_gpu_the_tuners_build_finds_the_precompiled_kernel(tmp_path: Path,
         builds.append(_t.perf_counter() - t0)
     per_compile = s.compile_s / len(tasks)
     assert max(builds) < 0.5 * per_compile, (builds, per_compile)
+
+
+def test_children_started_ahead_take_the_tasks_given_later(log: Path) -> None:
+    pre = Precompiler([], workers=2, spec=SPEC, sealed=False).start()
+    assert pre.summary.workers == 2
+    pre.add([Task("p0", "k1"), Task("p1", "k2")])
+    assert pre.wait("p0", 30.0) and pre.wait("p1", 30.0)
+    s = pre.close()
+    assert (s.tasks, s.compiled, s.failed) == (2, 2, 0)
+    assert sorted(_lines(log)) == ["p0|k1", "p1|k2"]
+
+
+def test_children_started_ahead_and_never_given_work_end_at_close(log: Path) -> None:
+    pre = Precompiler([], workers=2, spec=SPEC, sealed=False).start()
+    t0 = time.monotonic()
+    s = pre.close()
+    assert time.monotonic() - t0 < 10.0
+    assert s.tasks == 0 and all(p.poll() is not None for p in pre._procs)
+
+
+def test_tasks_added_after_every_child_died_fail_at_once(log: Path) -> None:
+    pre = Precompiler([Task("p0", "k-die")], workers=1, spec=SPEC, sealed=False).start()
+    assert pre.wait("p0", 30.0)
+    pre._procs[0].wait(timeout=10)
+    pre.add([Task("p1", "k1")])
+    assert pre.wait("p1", 0.0)
+    assert pre.close().failed == 2

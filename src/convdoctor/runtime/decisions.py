@@ -125,21 +125,16 @@ class DecisionStore:
         self.key = key
 
     @classmethod
-    def open(cls, model: torch.nn.Module, inputs: Any, opts: OptimizeOptions,
-             dev: str) -> DecisionStore:
-        from .tuning import Tuning
-
-        db = env = None
-        if opts.verify and opts.db is not False:
-            try:
-                t = Tuning.of(opts)
-                if t.available and t.db is not None and hasattr(t.db, "decision"):
-                    db, env = t.db, t.env
-                t.close()
-            except Exception:  # noqa: BLE001 - decisions are a cache
-                db = env = None
-        key = model_key(model, inputs, opts, dev) if db is not None else ""
-        return cls(db, env, key)
+    def of(cls, tuning: Any, model: torch.nn.Module, inputs: Any, opts: OptimizeOptions,
+           dev: str) -> DecisionStore:
+        """The store of `tuning`'s database and environment (a `runtime.tuning.Tuning`);
+        without a database that keeps decisions, nothing is reused or stored."""
+        db = getattr(tuning, "db", None)
+        env = getattr(tuning, "env", None)
+        if (not opts.verify or not getattr(tuning, "available", False) or db is None
+                or not hasattr(db, "decision") or env is None):
+            return cls(None, None, "")
+        return cls(db, env, model_key(model, inputs, opts, dev))
 
     def recall(self) -> Decision | None:
         if self.db is None or self.env is None:

@@ -1,7 +1,10 @@
 """`optimize(model, example_inputs)` and `restore(model)`: run a model on the tuned choices.
 
 Steps of `optimize` (each in its own module):
-0. With `verify`, a deep copy of the model as given is kept aside for step 7 (`speedup`).
+0. With `verify`, a deep copy of the model as given is kept aside for step 7 (`speedup`), and the
+   decisions measured before for this model and environment are looked up (`decisions`); without
+   them, the tuning worker and the Triton compile processes start now (`tuning.Tuning.prestart`),
+   so that their start-up overlaps step 1.
 1. Model-level layout (`layout`): channels_last as asked, or with "auto" measured end to end and
    chosen only when faster beyond noise.
 2. Every stock Conv/ConvTranspose module gets a routed forward (`site.install`); one forward pass
@@ -36,6 +39,7 @@ from ..errors import UsageError
 from ..settings import current as current_settings
 from . import graphs as _graphs
 from . import site as _site
+from . import tuning as _tuning
 from .decisions import REUSED, Decision, DecisionStore, reuse_layout, reuse_speedup
 from .feedback import announce
 from .graphs_decision import decide_graphs, replay_graphs
@@ -173,12 +177,19 @@ def _run(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, report: Opt
     """Steps 0-7 on `model`; on any exception the model is restored and the exception raised.
     Decisions measured before for this model and environment are applied instead of timed
     (`decisions`), and measured ones are stored."""
-    with _phase(report, "copy"):
+    with _phase(report, "setup"):
         given = copy_as_given(model, report) if opts.verify else None
-        store = DecisionStore.open(model, inputs, opts, dev) if given is not None else None
+        tuning = _tuning.Tuning.of(opts)
+        store = DecisionStore.of(tuning, model, inputs, opts, dev) if given is not None else None
         stored = store.recall() if store is not None and not opts.remeasure else None
+        if stored is None and opts.tune_missing and dev == "cuda":
+            # probably tuning ahead: its worker and compile processes start during the layout
+            # decision (with a stored decision, the problems are most likely in the database)
+            prestart = getattr(tuning, "prestart", None)
+            if callable(prestart):
+                prestart()
     try:
-        problems, replayed = _decide(model, inputs, opts, report, dev, stored)
+        problems, replayed = _decide(model, inputs, opts, report, dev, stored, tuning)
         if replayed and stored is not None:
             _reuse_confirm(model, stored, report)
         elif given is not None:
@@ -192,12 +203,13 @@ def _run(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, report: Opt
         raise
     finally:
         del given
+        tuning.close()
     if not opts.verify and not report.speedup_source:
         report.speedup_source = "not measured (verify=False)"
 
 
 def _decide(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, report: OptimizeReport,
-            dev: str, stored: Decision | None) -> tuple[list[str], bool]:
+            dev: str, stored: Decision | None, tuning: Any) -> tuple[list[str], bool]:
     """Steps 1-6: each change made, and kept only when it measures faster; or, with a `stored`
     decision that still fits (every problem from the database, the same problems), each change
     as it was decided then. Returns the problems' keys and whether `stored` was applied."""
@@ -220,7 +232,7 @@ def _decide(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, report: 
         calls = distinct_calls(records, opts.train, report.notes)
     report.problems = len(calls.problems)
     with _phase(report, "tuning"):
-        results = find_results(calls.problems, opts, report)
+        results = find_results(calls.problems, opts, report, tuning=tuning)
     with _phase(report, "routes"):
         build_routes(sites, calls, results, opts, report, dev)
     if opts.tune_on_first_sight:

@@ -54,6 +54,8 @@ class Tuning:
         self.isolate = isolate
         self._be: Any = None
         self._worker: Any = None
+        self._starting: Any = None       # the thread starting the worker ahead (`prestart`)
+        self._pre: Any = None            # a precompiler started ahead, waiting for its tasks
         self.env: dict[str, str] | None = None
         self.available = True
         self.why = ""
@@ -101,6 +103,9 @@ class Tuning:
 
         be = self._be
         if self.isolate:
+            if self._starting is not None:
+                self._starting.join()
+                self._starting = None
             if self._worker is None:
                 from ..tune.worker import WorkerBackend
 
@@ -109,30 +114,78 @@ class Tuning:
         return tune_problem(problem, backend=be, db=self.db, budget_s=self.budget_s,
                             progress=progress, settings=self.settings)
 
+    def _cuda(self) -> bool:
+        return self.available and self._be is not None and getattr(self._be, "name", "") == "cuda"
+
+    def _precompile_workers(self) -> int:
+        import torch
+
+        from ..tune.precompile import default_workers
+
+        workers = self.settings.precompile
+        if workers < 0:
+            workers = default_workers(torch.cuda.mem_get_info(self._be.device)[0])
+        return workers
+
+    def prestart(self) -> None:
+        """Start what tuning will need - the worker process (in a thread) and the precompiler's
+        child processes, waiting for their kernels - so that their start-up overlaps the steps
+        before tuning. For a CUDA backend in a worker only; does nothing otherwise."""
+        if not self._cuda() or not self.isolate or self._worker is not None:
+            return
+        try:
+            import threading
+
+            from ..tune.precompile import Precompiler
+
+            workers = self._precompile_workers()
+            if workers > 0 and self.settings.triton:
+                self._pre = Precompiler([], workers=workers, settings=self.settings,
+                                        sealed=False).start()
+
+            def start() -> None:
+                from ..tune.worker import WorkerBackend
+
+                try:
+                    self._worker = WorkerBackend(self.backend_name, settings=self.settings)
+                except Exception:  # noqa: BLE001 - tune() starts it again and reports
+                    self._worker = None
+
+            self._starting = threading.Thread(target=start, daemon=True,
+                                              name="convdoctor-worker-start")
+            self._starting.start()
+        except Exception:  # noqa: BLE001 - tuning starts them when it needs them
+            pass
+
     def precompiler(self, problems: list[ConvProblem]) -> Any:
-        """A started `tune.precompile.Precompiler` for the Triton kernels of `problems`, or None
-        where there is nothing to compile, no CUDA backend, or `settings.precompile` is 0."""
-        if not self.available or self._be is None or getattr(self._be, "name", "") != "cuda":
+        """A started `tune.precompile.Precompiler` for the Triton kernels of `problems` (the one
+        `prestart` began, given its tasks now), or None where there is nothing to compile, no
+        CUDA backend, or `settings.precompile` is 0."""
+        if not self._cuda():
             return None
         try:
-            import torch
+            from ..tune.precompile import Precompiler, triton_tasks
 
-            from ..tune.precompile import Precompiler, default_workers, triton_tasks
-
-            workers = self.settings.precompile
-            if workers < 0:
-                workers = default_workers(torch.cuda.mem_get_info(self._be.device)[0])
-            if workers == 0:
-                return None
             tasks = triton_tasks(problems, self.settings, int(self.env["sm_count"]) if self.env
                                  else 0)
-            if not tasks:
+            if self._pre is not None:
+                pre, self._pre = self._pre, None
+                pre.add(tasks, seal=True)
+                return pre
+            workers = self._precompile_workers()
+            if workers == 0 or not tasks:
                 return None
             return Precompiler(tasks, workers=workers, settings=self.settings).start()
         except Exception:  # noqa: BLE001 - without it the tuner compiles each kernel itself
             return None
 
     def close(self) -> None:
+        if self._pre is not None:          # prestarted, never given kernels
+            self._pre.close()
+            self._pre = None
+        if self._starting is not None:
+            self._starting.join()
+            self._starting = None
         if self._worker is not None:
             try:
                 self._worker.shutdown()
@@ -146,12 +199,15 @@ def _won(res: Any) -> bool:
 
 
 def find_results(problems: dict[str, ConvProblem], opts: OptimizeOptions,
-                 report: OptimizeReport, *, clock: Clock = time.monotonic) -> Results:
+                 report: OptimizeReport, *, clock: Clock = time.monotonic,
+                 tuning: Any = None) -> Results:
     """A tuning result with a winner for each problem that has one: from the database, else
-    tuned (`opts.tune_missing`, within `opts.tune_time_limit_s`). Counts and notes go to
-    `report`; a problem without a result runs PyTorch's path."""
+    tuned (`opts.tune_missing`, within `opts.tune_time_limit_s`), with `tuning` (default: a new
+    `Tuning` of `opts`; closed here either way). Counts and notes go to `report`; a problem
+    without a result runs PyTorch's path."""
     results: Results = {}
-    tuning = Tuning.of(opts)
+    if tuning is None:
+        tuning = Tuning.of(opts)
     if not tuning.available:
         report.notes.append(tuning.why + "; every convolution runs PyTorch's path")
     t0 = clock()

@@ -123,20 +123,21 @@ class Precompiler:
     """Child processes compiling `tasks` in order; see the module docstring."""
 
     def __init__(self, tasks: Sequence[Task], *, workers: int, settings: Settings | None = None,
-                 spec: str = DEFAULT_SPEC, task_timeout_s: float = 120.0) -> None:
-        self._queue: deque[Task] = deque(tasks)
+                 spec: str = DEFAULT_SPEC, sealed: bool = True) -> None:
+        """`sealed=False`: the children start now and wait for tasks (`add`): their start-up
+        (Python, PyTorch, the CUDA context) overlaps whatever the caller does meanwhile."""
+        self._queue: deque[Task] = deque()
         self._left: dict[str, int] = {}
-        for t in tasks:
-            self._left[t.problem] = self._left.get(t.problem, 0) + 1
+        self._sealed = False
         self._cond = threading.Condition()
         self._procs: list[subprocess.Popen[bytes]] = []
         self._threads: list[threading.Thread] = []
         self._settings = settings
         self._spec = spec
-        self._task_timeout_s = task_timeout_s
         self._t0 = time.monotonic()
         self._closed = False
-        self.summary = Summary(tasks=len(tasks), workers=min(workers, len(tasks)))
+        self.summary = Summary(workers=workers if not sealed else min(workers, len(tasks)))
+        self.add(tasks, seal=sealed)
 
     # ---------------------------------------------------------------- parent side
     def start(self) -> Precompiler:
@@ -159,8 +160,27 @@ class Precompiler:
             th.start()
         return self
 
-    def _next(self) -> Task | None:
+    def add(self, tasks: Sequence[Task], *, seal: bool = True) -> None:
+        """Queue `tasks` (after those queued before); `seal`: no more will come, so the children
+        end once the queue is empty."""
         with self._cond:
+            dead = bool(self._procs) and all(p.poll() is not None for p in self._procs)
+            for t in tasks:
+                self._left[t.problem] = self._left.get(t.problem, 0) + 1
+                if dead:       # every child has gone: nothing will compile it
+                    self._left[t.problem] -= 1
+                    self.summary.failed += 1
+                else:
+                    self._queue.append(t)
+            self.summary.tasks += len(tasks)
+            self._sealed = self._sealed or seal
+            self._cond.notify_all()
+
+    def _next(self) -> Task | None:
+        """The next task; waits while the queue is empty and more may come."""
+        with self._cond:
+            while not self._queue and not self._sealed and not self._closed:
+                self._cond.wait()
             return self._queue.popleft() if self._queue and not self._closed else None
 
     def _done(self, task: Task, ok: bool, seconds: float, error: str = "") -> None:
@@ -259,11 +279,10 @@ class Precompiler:
 _BACKEND: Any = None
 
 
-def compile_task(problem_key: str, candidate_key: str) -> None:
-    """Build the candidate's runner as the tuner does (compiling its kernel), then free it."""
+def prepare() -> None:
+    """What every task needs, made once before the first arrives: PyTorch, Triton and the
+    kernels imported, the CUDA context and the backend."""
     global _BACKEND
-    from ..engines.base import Candidate
-    from ..engines.registry import engine_of
     from .cuda_backend import CudaBackend
 
     if _BACKEND is None:
@@ -279,6 +298,20 @@ def compile_task(problem_key: str, candidate_key: str) -> None:
                 return cur
 
         _BACKEND = _OnePlacement(settings=current(), isolate_heuristic=False)
+        import torch
+        import triton  # noqa: F401
+
+        from ..engines import registry  # noqa: F401 - imports the kernel modules
+
+        torch.cuda.init()
+
+
+def compile_task(problem_key: str, candidate_key: str) -> None:
+    """Build the candidate's runner as the tuner does (compiling its kernel), then free it."""
+    from ..engines.base import Candidate
+    from ..engines.registry import engine_of
+
+    prepare()
     problem = ConvProblem.parse(problem_key)
     engine = engine_of(candidate_key)
     if engine is None:
@@ -296,7 +329,14 @@ def serve(spec: str) -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     mod, _, fn = spec.partition(":")
-    work = getattr(importlib.import_module(mod), fn)
+    module = importlib.import_module(mod)
+    work = getattr(module, fn)
+    ready = getattr(module, "prepare", None)
+    if callable(ready):
+        try:
+            ready()
+        except Exception:  # noqa: BLE001 - the first task reports what is wrong
+            pass
     for line in sys.stdin:
         if not line.strip():
             continue
