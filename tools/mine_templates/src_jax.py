@@ -66,8 +66,10 @@ TEMPLATES = [
     T("jax.backend.no_gpu_found_old",
       "No GPU/TPU found, falling back to CPU. (Set TF_CPP_MIN_LOG_LEVEL=0 and rerun for more info.)", [],
       "jax/_src/lib/xla_bridge.py", line=360, version="jax-v0.3.25",
-      cond="no GPU or TPU backend initialised (older jaxlib)", causes={"no-driver": 0.5, "cpu-only-build": 0.5},
-      why="either no GPU backend is installed or it failed to start"),
+      upto="falling back to CPU",
+      cond="no GPU or TPU backend initialised (older jaxlib)", causes={"cpu-only-build": 0.65, "no-driver": 0.35},
+      why="either no GPU backend is installed or it failed to start Most often a CPU-only jaxlib (the GPU itself "
+          "works for other programs); no driver or no visible GPU is the other reading."),
     T("jax.versions.found_older",
       "Found {name} version {version}, but JAX was built against version {build_version}, which is newer. The "
       "copy of {name} that is installed must be at least as new as the version against which JAX was built.",
