@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn as nn
-from rt_clock import FakeClock, use_clock
+from rt_clock import Costed, FakeClock, use_clock
 
 from convdoctor.db.store import TuningDB
 from convdoctor.runtime import optimizer as O
@@ -20,22 +20,6 @@ from convdoctor.runtime import site as S
 from convdoctor.runtime.decisions import REUSED, Decision, model_key
 from convdoctor.runtime.options import OptimizeOptions
 from convdoctor.runtime.report import OptimizeReport
-
-
-class Costed(nn.Module):
-    """One convolution whose step costs what `costs` says: "given" (no routed forward),
-    "routed" (the routed forward on), "unrouted" (installed, off)."""
-
-    def __init__(self, clock: FakeClock, costs: dict[str, float], ch: int = 4) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(3, ch, 3, padding=1)
-        self.clock, self.costs = clock, costs
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        site = S.site_of(self.conv)
-        kind = "given" if site is None else "routed" if site.enabled else "unrouted"
-        self.clock.advance(self.costs[kind] * 1e-3)
-        return self.conv(x)
 
 
 def _run(clock: FakeClock, db: str, costs: dict[str, float], *, shape: tuple[int, ...] = (1, 3, 8, 8),

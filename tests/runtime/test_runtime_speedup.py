@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn as nn
-from rt_clock import FakeClock, use_clock
+from rt_clock import Costed, FakeClock, use_clock
 
 from convdoctor.measure.steps import time_interleaved
 from convdoctor.runtime import optimizer as O
@@ -111,23 +111,6 @@ def test_a_real_win_is_kept(monkeypatch) -> None:
 
 
 # ---------------------------------------------------------------------- optimize end to end
-class Costed(nn.Module):
-    """One convolution whose step costs what `costs` says for what runs it: "given" (no routed
-    forward: the copy made before any change, or a model routing left), "routed" (the routed
-    forward on), "unrouted" (installed, off: PyTorch's path while verify times it)."""
-
-    def __init__(self, clock: FakeClock, costs: dict[str, float]) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(3, 4, 3, padding=1)
-        self.clock, self.costs = clock, costs
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        site = S.site_of(self.conv)
-        kind = "given" if site is None else "routed" if site.enabled else "unrouted"
-        self.clock.advance(self.costs[kind] * 1e-3)
-        return self.conv(x)
-
-
 def _optimize(monkeypatch: Any, costs: dict[str, float], **kw: Any
               ) -> tuple[Costed, OptimizeReport]:
     clock = use_clock(monkeypatch, FakeClock())
