@@ -51,6 +51,7 @@ def test_a_second_optimize_applies_the_measured_decisions_without_timing(
     assert again.speedup == first.speedup and again.speedup_ci == first.speedup_ci
     assert again.routing_reason.endswith(REUSED) and "reused" in again.speedup_source
     assert again.channels_last_reason.endswith(REUSED)
+    assert "routes" in again.phase_s and again.layers
 
 
 def test_remeasure_times_again_and_stores_the_new_decision(monkeypatch: Any,
@@ -62,8 +63,20 @@ def test_remeasure_times_again_and_stores_the_new_decision(monkeypatch: Any,
     assert rep.decisions == "measured" and not rep.routing
     m, rep2 = _run(clock, db, WIN)            # the stored decision is now the undone one
     assert rep2.decisions == "reused" and not rep2.routing and rep2.speedup is None
+    assert "routes" not in rep2.phase_s and not rep2.layers   # none would be used
+    assert any("routes not built" in n for n in rep2.notes)
     assert S.site_of(m.conv) is None and "forward" not in m.conv.__dict__
     assert any("undone" in n and REUSED in n for n in rep2.notes)
+
+
+def test_when_routing_lost_the_reused_call_builds_no_route(monkeypatch: Any, tmp_path: Path) -> None:
+    clock = use_clock(monkeypatch, FakeClock())
+    db = str(tmp_path / "t.sqlite3")
+    _, first = _run(clock, db, {"given": 1.0, "unrouted": 1.0, "routed": 2.0})
+    assert first.decisions == "measured" and not first.routing and first.layers
+    m, again = _run(clock, db, {"given": 1.0, "unrouted": 1.0, "routed": 2.0})
+    assert again.decisions == "reused" and not again.routing and not again.layers
+    assert S.site_of(m.conv) is None and again.speedup is None
 
 
 def test_other_inputs_or_another_model_measure_anew(monkeypatch: Any, tmp_path: Path) -> None:

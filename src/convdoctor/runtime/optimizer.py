@@ -233,15 +233,21 @@ def _decide(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, report: 
     report.problems = len(calls.problems)
     with _phase(report, "tuning"):
         results = find_results(calls.problems, opts, report, tuning=tuning)
-    with _phase(report, "routes"):
-        build_routes(sites, calls, results, opts, report, dev)
+    keys = sorted(calls.problems)
+    fits = (stored is not None and report.tuned == 0 and report.untuned == 0
+            and keys == stored.problems)
+    if fits and stored is not None and (stored.undone or not (stored.routing
+                                                               or stored.graphs_routed)):
+        # the stored decision runs PyTorch's path: no route would be used
+        report.notes.append("routes not built: the decisions measured before run PyTorch's "
+                            "convolutions" + REUSED)
+    else:
+        with _phase(report, "routes"):
+            build_routes(sites, calls, results, opts, report, dev)
     if opts.tune_on_first_sight:
         hook = FirstSight(opts, dev)
         for s in sites.values():
             s.on_new_shape = hook
-    keys = sorted(calls.problems)
-    fits = (stored is not None and report.tuned == 0 and report.untuned == 0
-            and keys == stored.problems)
     # Routes that lose eagerly stay installed, disabled, until the graphs decision has timed
     # them under graphs too: there the host cost of a route is gone.
     may_graph = opts.graphs_possible(dev) and opts.verify
