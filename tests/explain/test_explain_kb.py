@@ -97,3 +97,21 @@ def test_live_map_targets_are_cause_ids() -> None:
     lm = live_map()
     for target in list(lm["map"].values()) + list(lm["check_map"].values()):
         assert target is None or target in CAUSE_IDS
+
+
+def test_template_files_are_what_their_generators_write() -> None:
+    """templates/*.json are generated from tools/mine_templates/src_*.py: a hand edit to a JSON file
+    is lost at the next build, so none may exist."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "tools" / "mine_templates" / "build.py"
+    spec = importlib.util.spec_from_file_location("convdoctor_mine_templates_build", path)
+    assert spec is not None and spec.loader is not None
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)    # puts its own folder on sys.path for its src_*.py modules
+    try:
+        assert build.stale() == []
+    finally:
+        sys.path.remove(str(path.parent))

@@ -218,7 +218,8 @@ def render(t: Template, src: Source) -> dict[str, Any]:
     return row
 
 
-def write(name: str, src: Source, templates: list[Template]) -> int:
+def rendered(src: Source, templates: list[Template]) -> str:
+    """The text of a templates/<framework>.json file for `templates` read in `src`."""
     ids = [t.id for t in templates]
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:
@@ -227,5 +228,9 @@ def write(name: str, src: Source, templates: list[Template]) -> int:
             "templates": [render(t, src) for t in templates]}
     if src.note:
         data["source"]["note"] = src.note
-    (OUT_DIR / f"{name}.json").write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+
+
+def write(name: str, src: Source, templates: list[Template]) -> int:
+    (OUT_DIR / f"{name}.json").write_text(rendered(src, templates))
     return len(templates)
