@@ -123,7 +123,21 @@ def _summary_lines(s: dict[str, Any], hl: str, bl: str) -> list[str]:
         f"cost: convdoctor tuning {f(s['tuning_s_per_problem'], '{:.2f}')} s per problem "
         f"(median; mean {f(s.get('tuning_s_per_problem_mean'), '{:.2f}')} s); "
         f"{bl} {f(s['pytorch_benchmark_cost_s_per_problem'], '{:.4f}')} s; "
-        f"wall {s['wall_s']:.1f} s"]
+        f"wall {s['wall_s']:.1f} s", *_roofline_lines(s)]
+
+
+def _roofline_lines(s: dict[str, Any]) -> list[str]:
+    """The best time of each row against the roofline, and the classes no engine brings near it."""
+    if s.get("roofline_median_percent") is None:
+        return []
+    far = s.get("roofline_far_classes") or []
+    lines = [f"roofline: the best path reaches a median {s['roofline_median_percent']:.0f}% of it; "
+             f"{s['roofline_rows_below_30pct']} rows stay below 30%"]
+    if far:
+        lines.append("classes where every row stays below 30% (the next kernels to write): "
+                     + "; ".join(f"{c['class']} ({c['rows']} rows, at most "
+                                 f"{c['max_percent']:.0f}%, {c['bound']}-bound)" for c in far[:12]))
+    return lines
 
 
 def _run_notes(rows: list[dict[str, Any]], s: dict[str, Any], bl: str) -> list[str]:

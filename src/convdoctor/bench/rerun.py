@@ -20,6 +20,7 @@ from . import arms, referee
 from .merge import read_result
 from .report import emit
 from .resume import ArmResume, load_partial, partial_path, remove_partial, run_arms, save_partial
+from .roofline import add_roofline
 from .summary import summarize
 
 # summary fields of FILE that describe its arms (kept: the arms are not run again)
@@ -77,6 +78,7 @@ def referee_only(args: argparse.Namespace, settings: Settings) -> int:
                      problems, keys_for, spec, bar, done=prior, on_problem=save,
                      pytorch_for=pytorch_for))
     new_rows = [_row(r, p, refs, heur_key, cpu) for r, p in zip(rows, problems, strict=True)]
+    add_roofline(new_rows, doc.get("peaks"))
     first = doc.get("summary") or {}
     summary = summarize(new_rows)
     for f in KEPT_SUMMARY_FIELDS:

@@ -32,6 +32,7 @@ from .resume import (
     run_arms,
     save_partial,
 )
+from .roofline import add_roofline
 from .suites import CONFIGS, Suite, SuiteEntry, load_suite, matching, parse_shard, shard_of
 from .summary import bench_row, summarize
 
@@ -106,11 +107,14 @@ def bench(args: argparse.Namespace, settings: Settings) -> int:
 
         resume = ArmResume(runs.current, checkpoint)
         _run_arms(args, plan, runs, resume, first, left_arms)
+        # the device's peaks, after every arm (measured once per device and cached)
+        peaks = first.peaks()
     finally:
         first.shutdown()
     wall_s = time.monotonic() - t0
     rows = [bench_row(e, p, runs.torch, runs.tune, runs.referee, referee.heuristic_key(plan.cpu),
                       plan.cpu) for e, p in zip(plan.entries, plan.problems, strict=True)]
+    add_roofline(rows, peaks)
     summary = summarize(rows)
     # the whole bench's wall: this process's and that of the stopped runs it resumed
     summary["wall_s"] = runs.wall_before + wall_s
@@ -126,7 +130,7 @@ def bench(args: argparse.Namespace, settings: Settings) -> int:
                "batch_override": plan.batch, "budget_s": plan.budget,
                "pytorch_runs": args.pytorch_runs,
                "tune_runs": args.tune_runs, "referees": args.referees, "shard": args.shard,
-               "match": args.match, "summary": summary,
+               "match": args.match, "peaks": peaks, "summary": summary,
                "rows": rows}
     rc = emit(args, payload)
     remove_partial(partial)

@@ -16,6 +16,7 @@ from .referee import (
     spread,
     worst_errors,
 )
+from .roofline import roofline_summary
 from .suites import SuiteEntry
 
 
@@ -112,4 +113,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "left_out_problems": sum(1 for r in rows if r.get("left_out_runs")),
         "pytorch_outside_tolerance_problems": sum(1 for r in rows
                                                   if r.get("pytorch_outside_tolerance")),
+        # each row's best time against the roofline (rows carry it when the device's peaks
+        # were measured: `roofline.add_roofline`)
+        **roofline_summary(rows),
     }
