@@ -52,6 +52,10 @@ def test_a_second_optimize_applies_the_measured_decisions_without_timing(
     assert again.routing_reason.endswith(REUSED) and "reused" in again.speedup_source
     assert again.channels_last_reason.endswith(REUSED)
     assert "routes" in again.phase_s and again.layers
+    from convdoctor.runtime.feedback import summary_line
+
+    assert "measured before for this model and environment (reused)" in summary_line(again)
+    assert "(reused)" not in summary_line(first)
 
 
 def test_remeasure_times_again_and_stores_the_new_decision(monkeypatch: Any,
