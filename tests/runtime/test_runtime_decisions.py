@@ -122,6 +122,62 @@ def test_the_key_follows_what_decides_and_ignores_values() -> None:
     assert amp != model_key(a, x, o, "cpu")
 
 
+def test_the_key_follows_flags_forward_code_and_plain_inputs() -> None:
+    class Flagged(nn.Module):
+        def __init__(self, heavy: bool) -> None:
+            super().__init__()
+            self.conv, self.heavy = nn.Conv2d(3, 4, 3), heavy
+
+        def forward(self, x: torch.Tensor, twice: bool = False) -> torch.Tensor:
+            y = self.conv(x)
+            return y.tanh() if self.heavy else y
+
+    x, o = torch.randn(1, 3, 8, 8), OptimizeOptions()
+    assert model_key(Flagged(False), x, o, "cpu") != model_key(Flagged(True), x, o, "cpu")
+    assert model_key(Flagged(False), (x, True), o, "cpu") != \
+        model_key(Flagged(False), (x, False), o, "cpu")
+    assert model_key(Flagged(False), {"x": x}, o, "cpu") != \
+        model_key(Flagged(False), {"y": x}, o, "cpu")
+    assert model_key(Flagged(False), x, o, "cpu") != model_key(nn.Conv2d(3, 4, 3), x, o, "cpu")
+
+
+def test_a_model_the_key_cannot_describe_is_optimized_without_stored_decisions(
+        monkeypatch: Any, tmp_path: Path) -> None:
+    use_clock(monkeypatch, FakeClock())
+    m = nn.Sequential(nn.LazyConv2d(4, 3))
+    O.optimize(m, torch.randn(1, 3, 8, 8), train=False, db=str(tmp_path / "t.sqlite3"),
+               channels_last=False, steps=9, progress=False, isolate=False, backend="cpu",
+               budget_s=0.05)
+    rep = O.report_of(m)
+    assert rep is not None and rep.decisions == "measured"
+    assert sqlite3.connect(str(tmp_path / "t.sqlite3")).execute(
+        "SELECT count(*) FROM decisions").fetchone()[0] == 0
+
+
+def test_a_decision_fits_only_the_problems_and_winners_it_was_measured_with() -> None:
+    rep = OptimizeReport(device="cpu", train=False)
+    d = Decision.of(rep, {"p1": "cudnn:eng1", "p2": "triton:dw_a"}, undone=False)
+    assert d.problems == ["p1", "p2"]
+    assert d.fits({"p2": "triton:dw_a", "p1": "cudnn:eng1"})
+    assert not d.fits({"p1": "cudnn:eng1", "p2": "cudnn:eng7"})       # re-tuned since
+    assert not d.fits({"p1": "cudnn:eng1"})
+
+
+def test_a_failed_step_is_not_stored_for_reuse(monkeypatch: Any, tmp_path: Path) -> None:
+    from convdoctor.runtime import verify as V
+
+    clock = use_clock(monkeypatch, FakeClock())
+    db = str(tmp_path / "t.sqlite3")
+
+    def broken(*a: Any, **k: Any) -> Any:
+        raise RuntimeError("CUDA out of memory (a passing failure)")
+
+    monkeypatch.setattr(V, "time_interleaved", broken)
+    _, rep = _run(clock, db, WIN)
+    assert "routing" in rep.failed_steps and not rep.routing
+    assert sqlite3.connect(db).execute("SELECT count(*) FROM decisions").fetchone()[0] == 0
+
+
 def test_a_damaged_or_foreign_record_reads_as_none() -> None:
     assert Decision.from_dict({"format": 99, "problems": []}) is None
     assert Decision.from_dict({"format": 1}) is None

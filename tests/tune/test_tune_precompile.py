@@ -164,3 +164,29 @@ def test_tasks_added_after_every_child_died_fail_at_once(log: Path) -> None:
     pre.add([Task("p1", "k1")])
     assert pre.wait("p1", 0.0)
     assert pre.close().failed == 2
+
+
+def test_when_no_child_can_start_every_wait_returns_at_once(log: Path, monkeypatch: Any) -> None:
+    import subprocess
+
+    def no_process(*a: Any, **k: Any) -> Any:
+        raise OSError("cannot fork")
+
+    monkeypatch.setattr(subprocess, "Popen", no_process)
+    pre = Precompiler([Task("p0", "k1")], workers=2, spec=SPEC).start()
+    t0 = time.monotonic()
+    assert pre.wait("p0", 30.0)
+    pre.add([Task("p1", "k2")])
+    assert pre.wait("p1", 30.0) and time.monotonic() - t0 < 5.0
+    s = pre.close()
+    assert (s.failed, s.compiled) == (2, 0) and "cannot fork" in s.errors[0]
+
+
+def test_what_close_interrupts_stays_unfinished_not_failed(log: Path) -> None:
+    tasks = [Task("p0", f"slow{i}") for i in range(8)]
+    pre = Precompiler(tasks, workers=2, spec=SPEC).start()
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    s = pre.close()
+    assert time.monotonic() - t0 < 5.0
+    assert s.failed == 0 and s.unfinished == 8 - s.compiled > 0

@@ -8,11 +8,13 @@ they were and times nothing (`remeasure=True` measures them again). The report s
 reason ends with `REUSED` and `speedup_source` names the date of the measurement.
 
 The key (`model_key`) hashes what decides the measurement: the model's structure (module types,
-parameter and buffer names, shapes and dtypes), the inputs' shapes, dtypes and layouts, train or
-eval, autocast, PyTorch's TF32, determinism and benchmark flags, and the options that decide
-(channels_last, graphs, margin, steps, tuning). It is stored under the tuning environment's device
-and versions keys, like a tuning result: another GPU, driver, library or kernel source measures
-anew.
+the code of their `forward`, their plain settings such as flags and sizes, parameter and buffer
+names, shapes and dtypes), the inputs (tensors by shape, dtype and layout, other values by value),
+train or eval, autocast, PyTorch's TF32, determinism and benchmark flags, and the options that
+decide (channels_last, graphs, margin, steps, tuning). It is stored under the tuning environment's
+device and versions keys, like a tuning result: another GPU, driver, library or kernel source
+measures anew. A stored decision is applied only when this call's problems and their winners are
+the ones it was measured with.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from typing import Any
 
 import torch
 
-from .layout import map_tensors
 from .options import OptimizeOptions
 from .report import OptimizeReport
 
@@ -38,6 +39,8 @@ class Decision:
     """What one measured `optimize` decided (the report's fields of the same names)."""
 
     problems: list[str]
+    # problem key -> the winner's candidate key it was measured with
+    winners: dict[str, str] = field(default_factory=dict)
     channels_last: bool = False
     channels_last_reason: str = ""
     layout_ms: dict[str, float] = field(default_factory=dict)
@@ -58,12 +61,17 @@ class Decision:
     created: float = 0.0
 
     @classmethod
-    def of(cls, report: OptimizeReport, problems: list[str], undone: bool) -> Decision:
-        names = {f.name for f in fields(cls)} - {"problems", "undone", "created"}
+    def of(cls, report: OptimizeReport, winners: dict[str, str], undone: bool) -> Decision:
+        names = {f.name for f in fields(cls)} - {"problems", "winners", "undone", "created"}
         values = {n: getattr(report, n) for n in names}
         for n in ("channels_last_reason", "routing_reason", "graphs_reason", "speedup_source"):
             values[n] = str(values[n]).split(REUSED)[0]    # as measured, without "reused"
-        return cls(problems=sorted(problems), undone=undone, created=time.time(), **values)
+        return cls(problems=sorted(winners), winners=dict(winners), undone=undone,
+                   created=time.time(), **values)
+
+    def fits(self, winners: dict[str, str]) -> bool:
+        """Were these decisions measured on these problems with these winners?"""
+        return sorted(winners) == self.problems and winners == self.winners
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Decision | None:
@@ -88,22 +96,60 @@ def _tensor_sig(t: torch.Tensor) -> str:
     return f"T{tuple(t.shape)}{t.dtype}{t.device.type}{fmt}{t.requires_grad}"
 
 
+_SIMPLE = (bool, int, float, str, type(None))
+
+
+def _inputs_sig(obj: Any) -> str:
+    """Tensors by shape, dtype, device, layout; other values by repr; containers by structure."""
+    if isinstance(obj, torch.Tensor):
+        return _tensor_sig(obj)
+    if isinstance(obj, (tuple, list)):
+        return type(obj).__name__ + "(" + ",".join(_inputs_sig(o) for o in obj) + ")"
+    if isinstance(obj, dict):
+        return "{" + ",".join(f"{k!r}:{_inputs_sig(v)}" for k, v in obj.items()) + "}"
+    return repr(obj)[:200] if isinstance(obj, _SIMPLE) else type(obj).__qualname__
+
+
+def _code_bytes(code: Any) -> bytes:
+    """A code object's bytecode and constants, nested code objects included (their repr holds a
+    memory address, which differs from process to process)."""
+    out = [code.co_code]
+    for c in code.co_consts:
+        out.append(_code_bytes(c) if hasattr(c, "co_code") else repr(c).encode())
+    return b"\0".join(out)
+
+
+def _module_sig(m: torch.nn.Module) -> str:
+    """The module's type, the code of its forward and its plain settings (flags, sizes)."""
+    fwd = getattr(type(m).forward, "__code__", None)
+    code = hashlib.sha256(_code_bytes(fwd)).hexdigest()[:16] if fwd is not None else ""
+    plain = sorted((k, repr(v)[:100]) for k, v in vars(m).items()
+                   if not k.startswith("_") and isinstance(v, (*_SIMPLE, tuple)))
+    return f"{type(m).__module__}.{type(m).__qualname__}:{code}:{plain}"
+
+
+def _autocast(dev: str) -> tuple[bool, str]:
+    try:
+        on = bool(torch.is_autocast_enabled(dev))
+        return on, str(torch.get_autocast_dtype(dev)) if on else ""
+    except (TypeError, AttributeError, RuntimeError):   # a PyTorch without the per-device calls
+        return bool(torch.is_autocast_enabled()), ""
+
+
 def model_key(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, dev: str) -> str:
-    """The hash that names a model's decisions (see the module docstring)."""
+    """The hash that names a model's decisions (see the module docstring). Raises for a model it
+    cannot describe (uninitialised lazy parameters): `DecisionStore.of` then keeps nothing."""
     h = hashlib.sha256()
     for name, m in model.named_modules():
-        h.update(f"M{name}:{type(m).__module__}.{type(m).__qualname__}".encode())
+        h.update(f"M{name}:{_module_sig(m)}".encode())
     for name, p in model.named_parameters():
         h.update(f"P{name}:{_tensor_sig(p)}".encode())
     for name, b in model.named_buffers():
         h.update(f"B{name}:{_tensor_sig(b)}".encode())
-    sigs: list[str] = []
-    map_tensors(inputs, lambda t: sigs.append(_tensor_sig(t)) or t)  # type: ignore[func-returns-value]
-    h.update(("I" + "|".join(sigs) + f"|{type(inputs).__name__}").encode())
-    amp = torch.is_autocast_enabled(dev) if dev in ("cuda", "cpu") else False
+    h.update(("I" + _inputs_sig(inputs)).encode())
+    amp, amp_dtype = _autocast(dev)
     flags = {
-        "train": opts.train, "autocast": amp,
-        "autocast_dtype": str(torch.get_autocast_dtype(dev)) if amp else "",
+        "train": opts.train, "autocast": amp, "autocast_dtype": amp_dtype,
         "cudnn_tf32": torch.backends.cudnn.allow_tf32,
         "matmul_tf32": torch.backends.cuda.matmul.allow_tf32,
         "deterministic": torch.backends.cudnn.deterministic,
@@ -134,7 +180,11 @@ class DecisionStore:
         if (not opts.verify or not getattr(tuning, "available", False) or db is None
                 or not hasattr(db, "decision") or env is None):
             return cls(None, None, "")
-        return cls(db, env, model_key(model, inputs, opts, dev))
+        try:
+            key = model_key(model, inputs, opts, dev)
+        except Exception:  # noqa: BLE001 - a model the key cannot describe is measured each time
+            return cls(None, None, "")
+        return cls(db, env, key)
 
     def recall(self) -> Decision | None:
         if self.db is None or self.env is None:

@@ -73,6 +73,7 @@ def decide_graphs(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, us
     try:
         g = _graphs.install(model, args, opts.train)
     except Exception as exc:  # noqa: BLE001 - not capturable: stay eager
+        report.failed_steps.append("graphs")
         report.graphs_reason = f"not capturable ({_why(exc)})"
         report.notes.append(f"CUDA graphs: {report.graphs_reason}")
         return False
@@ -86,6 +87,7 @@ def decide_graphs(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, us
     finally:
         _graphs.attach(model, g)
     if not ok:
+        report.failed_steps.append("graphs")
         _graphs.uninstall(model)
         report.graphs_reason = report.graphs_reason or "graphs did not replay; eager kept"
         return False
@@ -139,6 +141,7 @@ def _capture_routed(model: torch.nn.Module, args: tuple[torch.Tensor, ...], trai
     try:
         return _graphs.install(model, args, train)
     except Exception as exc:  # noqa: BLE001 - the unrouted graph is still there
+        report.failed_steps.append("graphs with the routes")
         report.notes.append(f"CUDA graphs with the routes: not capturable ({_why(exc)})")
         return None
     finally:

@@ -112,6 +112,7 @@ def decide_layout(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions,
     try:
         samples = _measure_layouts(model, inputs, opts, report, dev)
     except Exception as exc:  # noqa: BLE001 - a model that cannot run channels_last keeps its layout
+        report.failed_steps.append("layout")
         report.channels_last_reason = f"channels_last not measurable: {type(exc).__name__}: {exc}"
         report.notes.append(report.channels_last_reason)
         return False
@@ -193,6 +194,7 @@ def _layout_graphs(copies: dict[str, torch.nn.Module], inputs: Any, train: bool,
         try:
             out[name] = _graphs.install(m, args, train)
         except Exception as exc:  # noqa: BLE001 - that layout is compared eagerly only
+            report.failed_steps.append(f"layout graphs {name}")
             report.notes.append(f"layout under CUDA graphs: {name} not capturable "
                                 f"({type(exc).__name__}: {' '.join(str(exc).split())[:160]})")
     return out

@@ -182,7 +182,8 @@ def _run(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, report: Opt
         tuning = _tuning.Tuning.of(opts)
         store = DecisionStore.of(tuning, model, inputs, opts, dev) if given is not None else None
         stored = store.recall() if store is not None and not opts.remeasure else None
-        if stored is None and opts.tune_missing and dev == "cuda":
+        if stored is None and store is not None and store.db is not None \
+                and not opts.remeasure and opts.tune_missing and dev == "cuda":
             # probably tuning ahead: its worker and compile processes start during the layout
             # decision (with a stored decision, the problems are most likely in the database)
             prestart = getattr(tuning, "prestart", None)
@@ -196,7 +197,8 @@ def _run(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, report: Opt
             report.decisions = "measured"
             with _phase(report, "speedup"):
                 outcome = _confirm(model, given, inputs, opts, report, dev)
-            if store is not None and outcome != "unmeasured" and report.untuned == 0:
+            if (store is not None and outcome != "unmeasured" and report.untuned == 0
+                    and not report.failed_steps):
                 store.store(Decision.of(report, problems, undone=outcome == "undone"))
     except BaseException:
         restore(model)
@@ -209,7 +211,7 @@ def _run(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, report: Opt
 
 
 def _decide(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, report: OptimizeReport,
-            dev: str, stored: Decision | None, tuning: Any) -> tuple[list[str], bool]:
+            dev: str, stored: Decision | None, tuning: Any) -> tuple[dict[str, str], bool]:
     """Steps 1-6: each change made, and kept only when it measures faster; or, with a `stored`
     decision that still fits (every problem from the database, the same problems), each change
     as it was decided then. Returns the problems' keys and whether `stored` was applied."""
@@ -233,9 +235,12 @@ def _decide(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, report: 
     report.problems = len(calls.problems)
     with _phase(report, "tuning"):
         results = find_results(calls.problems, opts, report, tuning=tuning)
-    keys = sorted(calls.problems)
+    # each problem's winner: a decision measured on other winners (a result re-tuned or
+    # imported since) is measured anew
+    keys = {pk: str(getattr(getattr(res, "winner", None), "key", "") or "")
+            for pk, (res, _) in results.items()}
     fits = (stored is not None and report.tuned == 0 and report.untuned == 0
-            and keys == stored.problems)
+            and stored.fits(keys))
     if fits and stored is not None and (stored.undone or not (stored.routing
                                                                or stored.graphs_routed)):
         # the stored decision runs PyTorch's path: no route would be used
@@ -254,7 +259,8 @@ def _decide(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, report: 
     if fits and stored is not None and stored.undone:
         used = False                     # the model ends as PyTorch runs it (`_reuse_confirm`)
     elif fits and stored is not None:
-        replay_routing(sites, report, stored.routing, stored.routing_variant)
+        # eager routing as verify kept it; the graph routes' capture turns routing on again
+        replay_routing(sites, report, bool(stored.routing_variant), stored.routing_variant)
         report.routing_reason = stored.routing_reason + REUSED
         report.verify_ms = dict(stored.verify_ms)
         used = stored.graphs and replay_graphs(model, inputs, opts, use_cl, report, dev, sites,

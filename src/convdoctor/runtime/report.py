@@ -61,6 +61,9 @@ class OptimizeReport:
     # seconds per step of `optimize` ("copy", "layout", "record", "tuning", "routes", "verify",
     # "graphs", "speedup"): where the time to the first optimized step went
     phase_s: dict[str, float] = field(default_factory=dict)
+    # the decisions that took an error path (a step failed, a capture failed): a report with any
+    # is not stored for reuse, since the failure may not recur
+    failed_steps: list[str] = field(default_factory=list)
     # "measured" (layout, routing, graphs and speedup timed now), "reused" (applied as measured
     # before for this model and environment, `runtime.decisions`) or "" (verify=False)
     decisions: str = ""

@@ -7,6 +7,7 @@ convolution on PyTorch's path (with a note), never an error.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -55,6 +56,8 @@ class Tuning:
         self._be: Any = None
         self._worker: Any = None
         self._starting: Any = None       # the thread starting the worker ahead (`prestart`)
+        self._discard = False            # closed while that thread was starting it
+        self._lock = threading.Lock()
         self._pre: Any = None            # a precompiler started ahead, waiting for its tasks
         self.env: dict[str, str] | None = None
         self.available = True
@@ -134,8 +137,6 @@ class Tuning:
         if not self._cuda() or not self.isolate or self._worker is not None:
             return
         try:
-            import threading
-
             from ..tune.precompile import Precompiler
 
             workers = self._precompile_workers()
@@ -147,9 +148,15 @@ class Tuning:
                 from ..tune.worker import WorkerBackend
 
                 try:
-                    self._worker = WorkerBackend(self.backend_name, settings=self.settings)
+                    w = WorkerBackend(self.backend_name, settings=self.settings)
                 except Exception:  # noqa: BLE001 - tune() starts it again and reports
-                    self._worker = None
+                    return
+                with self._lock:
+                    keep = not self._discard
+                    if keep:
+                        self._worker = w
+                if not keep:               # closed meanwhile: nobody will use it
+                    w.shutdown()
 
             self._starting = threading.Thread(target=start, daemon=True,
                                               name="convdoctor-worker-start")
@@ -183,8 +190,9 @@ class Tuning:
         if self._pre is not None:          # prestarted, never given kernels
             self._pre.close()
             self._pre = None
-        if self._starting is not None:
-            self._starting.join()
+        with self._lock:
+            # a worker still starting is not waited for: its thread shuts it down once started
+            self._discard = True
             self._starting = None
         if self._worker is not None:
             try:
@@ -246,7 +254,8 @@ def _tune_missing(tuning: Tuning, missing: list[tuple[str, ConvProblem]], opts: 
                 continue
             fb.start(p)
             if pre is not None:
-                pre.wait(p.key(), PRECOMPILE_WAIT_S)
+                left = PRECOMPILE_WAIT_S if limit is None else limit - (clock() - t0)
+                pre.wait(p.key(), max(0.0, min(PRECOMPILE_WAIT_S, left)))
             t = clock()
             why = ""
             try:

@@ -32,6 +32,7 @@ def verify_routing(model: torch.nn.Module, inputs: Any, sites: Sites, report: Op
     try:
         twin = copy.deepcopy(model)  # sites are shared with the copy; BN statistics are not
     except Exception as exc:  # noqa: BLE001
+        report.failed_steps.append("routing")
         report.notes.append(f"not verified end to end (model cannot be copied: {exc})")
         return
     step = make_step(twin, inputs, opts.train)
@@ -60,6 +61,7 @@ def verify_routing(model: torch.nn.Module, inputs: Any, sites: Sites, report: Op
                 samples, variants, dev, lambda s: routing_undecided(s, opts.margin, rounds=n),
                 steps=opts.steps)
     except Exception as exc:  # noqa: BLE001
+        report.failed_steps.append("routing")
         use(None)
         report.routing = False
         report.routing_reason = f"routed model failed end to end ({type(exc).__name__}: {exc}); " \

@@ -136,11 +136,13 @@ class Precompiler:
         self._spec = spec
         self._t0 = time.monotonic()
         self._closed = False
+        self._started = False
         self.summary = Summary(workers=workers if not sealed else min(workers, len(tasks)))
         self.add(tasks, seal=sealed)
 
     # ---------------------------------------------------------------- parent side
     def start(self) -> Precompiler:
+        self._started = True
         env = {**os.environ, **(self._settings.to_env() if self._settings else {})}
         src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -158,13 +160,23 @@ class Precompiler:
                                   name="convdoctor-precompile")
             self._threads.append(th)
             th.start()
+        if not self._procs:                # none started: nothing will ever compile the queue
+            self._drain_failed()
         return self
+
+    def _drain_failed(self) -> None:
+        with self._cond:
+            while self._queue:
+                t = self._queue.popleft()
+                self.summary.failed += 1
+                self._left[t.problem] -= 1
+            self._cond.notify_all()
 
     def add(self, tasks: Sequence[Task], *, seal: bool = True) -> None:
         """Queue `tasks` (after those queued before); `seal`: no more will come, so the children
         end once the queue is empty."""
         with self._cond:
-            dead = bool(self._procs) and all(p.poll() is not None for p in self._procs)
+            dead = self._started and all(p.poll() is not None for p in self._procs)
             for t in tasks:
                 self._left[t.problem] = self._left.get(t.problem, 0) + 1
                 if dead:       # every child has gone: nothing will compile it
@@ -197,7 +209,10 @@ class Precompiler:
             self._cond.notify_all()
 
     def _abandon(self, proc: subprocess.Popen[bytes], task: Task | None) -> None:
-        """A child died: its task and, when no child is left, the whole queue count as failed."""
+        """A child died: its task and, when no child is left, the whole queue count as failed.
+        A child ended by `close` fails nothing: what it held stays unfinished."""
+        if self._closed:
+            return
         if task is not None:
             self._done(task, False, 0.0, "the compile process died")
         try:
@@ -205,14 +220,11 @@ class Precompiler:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        with self._cond:
-            alive = any(p.poll() is None for p in self._procs)
-            if not alive:
-                while self._queue:
-                    t = self._queue.popleft()
-                    self.summary.failed += 1
-                    self._left[t.problem] -= 1
-            self._cond.notify_all()
+        if not any(p.poll() is None for p in self._procs):
+            self._drain_failed()
+        else:
+            with self._cond:
+                self._cond.notify_all()
 
     def _feed(self, proc: subprocess.Popen[bytes]) -> None:
         assert proc.stdin is not None and proc.stdout is not None
@@ -257,12 +269,14 @@ class Precompiler:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+        end = time.monotonic() + 0.5          # one grace period for all children, then kill
         for p in self._procs:
             try:
-                p.wait(timeout=0.5)
+                p.wait(timeout=max(0.0, end - time.monotonic()))
             except subprocess.TimeoutExpired:
                 p.kill()
-                p.wait()
+        for p in self._procs:
+            p.wait()
         for th in self._threads:
             th.join(timeout=5.0)
         self.summary.seconds = time.monotonic() - self._t0
