@@ -14,7 +14,6 @@ import torch
 import torch.nn as nn
 from rt_clock import Costed, FakeClock, use_clock
 
-from convdoctor.db.store import TuningDB
 from convdoctor.runtime import optimizer as O
 from convdoctor.runtime import site as S
 from convdoctor.runtime.decisions import REUSED, Decision, model_key
@@ -183,19 +182,6 @@ def test_a_damaged_or_foreign_record_reads_as_none() -> None:
     assert Decision.from_dict({"format": 1}) is None
     assert Decision.from_dict({"format": 1, "problems": [], "routing": True}) is not None
     assert Decision.from_dict({"format": 1, "problems": [], "nonsense": 3}) is not None
-
-
-def test_the_database_keeps_decisions_per_environment_and_prune_removes_stale_ones(
-        tmp_path: Path) -> None:
-    db = TuningDB(tmp_path / "d.sqlite3")
-    env = {"gpu_name": "X", "sm_count": "1", "compute_capability": "9.0", "torch": "1"}
-    db.remember_decision(env, "k1", {"format": 1, "problems": ["a"]})
-    assert db.decision(env, "k1") == {"format": 1, "problems": ["a"]}
-    assert db.decision(env, "k2") is None
-    newer = dict(env, torch="2")
-    assert db.decision(newer, "k1") is None
-    db.prune(newer, stale=True)
-    assert db.decision(env, "k1") is None
 
 
 def test_prestart_starts_nothing_for_a_cpu_backend(tmp_path: Path) -> None:

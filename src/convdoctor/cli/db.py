@@ -53,6 +53,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     pr.add_argument("--left-out", action="store_true",
                     help="forget every engine remembered as hanging a candidate listing, so "
                     "the next listings try it again")
+    pr.add_argument("--decisions", action="store_true",
+                    help="forget every decision optimize measured (layout, routing, graphs, "
+                         "speedup): the next optimize of each model measures them again")
     pr.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"])
     pr.add_argument("--dry-run", action="store_true", help="only count what would be deleted")
     pr.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
@@ -102,9 +105,10 @@ def run(args: argparse.Namespace) -> int:
             env = _env(args.backend) if args.check_stale else None
             recs = db.list(env, problem_contains=args.problem)
             left = db.left_out_records()
+            decided = db.decision_records()
             payload: dict[str, Any] = {"kind": "db-list", "db": str(db.path), "count": len(recs),
                                        "records": [r.to_dict() for r in recs],
-                                       "left_out": left}
+                                       "left_out": left, "decisions": decided}
             lines = [f"database: {db.path} ({len(recs)} results"
                      + (", no file yet)" if not db.path.exists() else ")")]
             from ..tune.render import fmt_time, table
@@ -129,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
                              f"{_when(x['created'])}: {x['unit']} ({x['why'][:120]})")
             if left:
                 lines.append("(`convdoctor db prune --left-out` forgets them)")
+            lines += _decision_lines(decided)
             emit(args, payload, "\n".join(lines))
             return 0
         if action == "export":
@@ -146,24 +151,51 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if action == "prune":
             if not (args.stale or args.other_devices or args.older_than is not None
-                    or args.left_out):
-                raise UsageError("say what to prune: --stale, --other-devices, --left-out "
-                                 "and/or --older-than DAYS")
+                    or args.left_out or args.decisions):
+                raise UsageError("say what to prune: --stale, --other-devices, --left-out, "
+                                 "--decisions and/or --older-than DAYS")
             n = 0
             if args.stale or args.other_devices or args.older_than is not None:
                 env = _env(args.backend) if (args.stale or args.other_devices) else None
                 n = db.prune(env, stale=args.stale, other_devices=args.other_devices,
                              older_than_days=args.older_than, dry_run=args.dry_run)
             lo = db.forget_left_out(dry_run=args.dry_run) if args.left_out else 0
+            dn = db.forget_decisions(dry_run=args.dry_run) if args.decisions else 0
             verb = "would delete" if args.dry_run else "deleted"
             text = f"{verb} {n} results from {db.path}"
             if args.left_out:
                 text += f"; {'would forget' if args.dry_run else 'forgot'} {lo} left-out engines"
+            if args.decisions:
+                text += (f"; {'would forget' if args.dry_run else 'forgot'} {dn} optimize "
+                         "decisions")
             emit(args, {"kind": "db-prune", "db": str(db.path), "deleted": 0 if args.dry_run
                         else n, "matched": n, "dry_run": args.dry_run,
                         "left_out_forgotten": 0 if args.dry_run else lo,
-                        "left_out_matched": lo}, text)
+                        "left_out_matched": lo,
+                        "decisions_forgotten": 0 if args.dry_run else dn,
+                        "decisions_matched": dn}, text)
             return 0
         raise UsageError(f"unknown db action {action!r}")
     finally:
         db.close()
+
+
+def _decision_lines(decided: list[dict[str, Any]]) -> list[str]:
+    """One line per model whose optimize decisions are stored."""
+    def on(v: Any) -> str:
+        return "on" if v else "off"
+
+    lines = []
+    for d in decided:
+        dev = d["device"].get("gpu_name") or d["device"].get("cpu") or "?"
+        sp = d.get("speedup")
+        what = ("changes undone (not faster)" if d.get("undone") else
+                f"channels_last {on(d.get('channels_last'))}, routing {on(d.get('routing'))}, "
+                f"CUDA graphs {on(d.get('graphs'))}"
+                + (f", {sp:.2f}x" if isinstance(sp, (int, float)) else ""))
+        lines.append(f"optimize decisions for model {str(d['model_key'])[:12]} on {dev} "
+                     f"({d['problems']} problems), measured {_when(d['created'])}: {what}")
+    if decided:
+        lines.append("(`convdoctor db prune --decisions` forgets them; `optimize(..., "
+                     "remeasure=True)` measures one model again)")
+    return lines

@@ -32,6 +32,7 @@ from typing import Any
 from ..errors import UsageError
 from ..problem import ConvProblem
 from . import sharing, sqlfile
+from .decisions import DecisionsTable
 from .importfile import EXPORT_FORMAT
 from .keys import VERSION_KEYS, split_env
 from .sqlfile import FILE_SCHEMA_VERSION, SCHEMA_VERSION
@@ -93,7 +94,7 @@ class DatabaseReadOnly(UsageError):
     """The database was opened read-only (read-only directory or file, or `read_only=True`)."""
 
 
-class TuningDB:
+class TuningDB(DecisionsTable):
     """The tuning database. `path=None`: CONVDOCTOR_DB or the user cache dir. `read_only`: never
     write, never create (a missing file reads as an empty database)."""
 
@@ -488,39 +489,6 @@ class TuningDB:
             return n
 
         return int(self._guard(w) if dry_run else self._write(w))
-
-    # ------------------------------------------------------------------ optimize's decisions
-    # What `optimize` measured for one model (layout, routing, graphs, speedup), keyed by
-    # `runtime.decisions.model_key` and this device and versions; an exact match only. Not
-    # exported (they describe one machine); `prune` removes them by the results' rules.
-    def decision(self, env: dict[str, str], model_key: str) -> dict[str, Any] | None:
-        """The decision stored for `model_key` here, or None."""
-        dev, ver = split_env(env)
-
-        def q(conn: sqlite3.Connection) -> Any:
-            if "decisions" not in sqlfile.tables(conn):    # an older file opened read-only
-                return None
-            return conn.execute("SELECT decision_json FROM decisions WHERE model_key = ? AND "
-                                "device_key = ? AND versions_key = ?",
-                                (model_key, dev, ver)).fetchone()
-
-        row = self._guard(q)
-        try:
-            d = json.loads(row[0]) if row else None
-        except ValueError:
-            return None
-        return d if isinstance(d, dict) else None
-
-    def remember_decision(self, env: dict[str, str], model_key: str,
-                          decision: dict[str, Any]) -> None:
-        """Store (replace) the decision for `model_key` here; nothing on a read-only database."""
-        if self.read_only:
-            return
-        dev, ver = split_env(env)
-        row = (model_key, dev, ver, time.time(), json.dumps(decision))
-        self._write(lambda conn: conn.execute(
-            "INSERT OR REPLACE INTO decisions (model_key, device_key, versions_key, created, "
-            "decision_json) VALUES (?, ?, ?, ?, ?)", row))
 
     # ------------------------------------------------------------------ sharing
     def export(self, path: str | os.PathLike[str]) -> int:
