@@ -51,6 +51,8 @@ def test_a_second_optimize_applies_the_measured_decisions_without_timing(
     assert again.routing_reason.endswith(REUSED) and "reused" in again.speedup_source
     assert again.channels_last_reason.endswith(REUSED)
     assert "routes" in again.phase_s and again.layers
+    assert again.margins == first.margins and again.extensions == first.extensions
+    assert again.verify_ms == first.verify_ms
     from convdoctor.runtime.feedback import summary_line
 
     assert "measured before for this model and environment (reused)" in summary_line(again)

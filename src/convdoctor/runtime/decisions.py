@@ -57,6 +57,8 @@ class Decision:
     speedup_level: float = 0.0
     speedup_ms: dict[str, float] = field(default_factory=dict)
     speedup_source: str = ""
+    margins: dict[str, float] = field(default_factory=dict)
+    extensions: dict[str, int] = field(default_factory=dict)
     undone: bool = False
     created: float = 0.0
 

@@ -265,9 +265,10 @@ def _decide(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, report: 
         report.verify_ms = dict(stored.verify_ms)
         used = stored.graphs and replay_graphs(model, inputs, opts, use_cl, report, dev, sites,
                                                stored.graphs_routed)
-        if report.graphs:
-            report.graphs_reason = stored.graphs_reason + REUSED
+        if report.graphs or not stored.graphs:
+            report.graphs_reason = stored.graphs_reason + (REUSED if stored.graphs_reason else "")
             report.graphs_ms = dict(stored.graphs_ms)
+        report.margins, report.extensions = dict(stored.margins), dict(stored.extensions)
     else:
         if opts.verify and sites:
             with _phase(report, "verify"):
