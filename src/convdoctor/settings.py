@@ -70,6 +70,9 @@ class Settings:
                              "check and warm up only this many candidates, the fastest by one "
                              "timed sample each, besides PyTorch's paths (0: every candidate)",
                              result=True, lo=0)
+    tune_benchmark_reference: bool = _s(True, "CONVDOCTOR_TUNE_BENCHMARK_REFERENCE",
+                                        "time cudnn.benchmark=True's pick of each problem as a "
+                                        "reference (measured, never routed)", result=True)
     precompile: int = _s(-1, "CONVDOCTOR_PRECOMPILE",
                          "child processes compiling convdoctor's Triton kernels ahead of "
                          "`optimize`'s tuning (-1: all CPU cores but two, at most 12; 0: none)",
@@ -114,9 +117,15 @@ class Settings:
 # dual problem's first heuristic plans are offered: a 7x7 depthwise bf16 dgrad's best path is one,
 # 2.1x faster than any plan of the problem itself); cuDNN plans' first runs 1.7-1.9 s for the
 # 19-20 plans of a 7x7 depthwise layer (lazy kernel loading), so at most 8 plans are kept in
-# cuDNN's heuristic order. Results tuned so are keyed by these settings in the database.
+# cuDNN's heuristic order. benchmark=True's pick is not timed: it is a reference that is never
+# routed (its engine is among the cuDNN plans offered), and on ConvNeXt-tiny fp32 its search and
+# timing took 6.8 s of 54 s of tuning. Of the enumerated plans a cap of 8 keeps the first 2 built
+# (`engines.cudnn`), so enumeration stops at 2: the same candidates, without building 6 more plans
+# per problem (unless cuDNN's heuristics list no plan at all, where all enumerated plans are kept).
+# Results tuned so are keyed by these settings in the database.
 QUICK: dict[str, Any] = {"cudnn_refine": False, "cudnn_enum_budget_s": 0.5, "cudnn_max_plans": 8,
-                         "tune_prescreen": 8}
+                         "cudnn_enum_extra": 2, "tune_prescreen": 8,
+                         "tune_benchmark_reference": False}
 TUNING_MODES = ("quick", "thorough")
 
 

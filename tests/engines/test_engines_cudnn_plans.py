@@ -343,3 +343,20 @@ def test_pick_dual() -> None:
     assert cudnn_dual.pick_dual(quick, {"x": 50.0}, set(quick)) == []          # the own plan is far ahead
     assert cudnn_dual.pick_dual(quick, {}, set(quick)) == []                   # nothing to compare with
     assert cudnn_dual.pick_dual(quick, {"x": 100.0}, {"eng3"}) == ["eng3"]    # only plans that built
+
+
+def test_quick_tunings_enumeration_stops_at_the_plans_its_cap_keeps(monkeypatch) -> None:
+    """Under a cap of 8 the listing keeps the first 2 enumerated plans, so enumerating 2 (quick
+    tuning) offers exactly what enumerating 8 would, having built fewer plans."""
+    from convdoctor.settings import QUICK
+
+    monkeypatch.setattr(cudnn_plan, "get_handle", lambda *a, **k: 1)
+    p = P(f"fprop {BASE} dtype=float16")
+    seen = {}
+    for extra in (8, QUICK["cudnn_enum_extra"]):
+        be = fk.listing_backend(enumerate_engines=True, max_extra=extra, enum_budget_s=10.0,
+                                max_plans=QUICK["cudnn_max_plans"], refine=False, dual=False)
+        seen[extra] = ([c.key for c in fk.cudnn_candidates(be, p)],
+                       be.listing_info()["enumeration"]["enum_added"])
+    assert seen[8][0] == seen[2][0]
+    assert seen[8][1] > seen[2][1] == 2

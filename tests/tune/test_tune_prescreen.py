@@ -77,3 +77,18 @@ def test_quick_tuning_settings() -> None:
     mine = Settings(cudnn_refine_budget_s=1.0, cudnn_refine=True, tune_prescreen=3)
     assert for_tuning(mine, "quick").tune_prescreen == 3
     assert for_tuning(mine, "thorough") == mine
+
+
+def test_quick_tuning_does_not_time_benchmarks_pick_thorough_does() -> None:
+    from types import SimpleNamespace
+
+    from convdoctor.engines.torch_paths import BENCHMARK, HEURISTIC, TorchPaths
+
+    p = ConvProblem.parse("fprop n=8 c=16 k=16 h=14 w=14 r=3 s=3 pad=1 dtype=float32")
+
+    def offered(settings: Settings) -> list[str]:
+        return [c.key for c in TorchPaths().offers(p, SimpleNamespace(settings=settings))]
+
+    assert BENCHMARK in offered(for_tuning(Settings(), "thorough"))
+    quick = offered(for_tuning(Settings(), "quick"))
+    assert BENCHMARK not in quick and HEURISTIC in quick

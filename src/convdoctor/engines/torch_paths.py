@@ -129,10 +129,13 @@ class TorchPaths(Engine):
                ) -> list[Candidate]:
         det, asym = problem.deterministic, _asym_note(problem)
         # PyTorch picks the cuDNN engine of these paths in each process: not pinned
-        out = [Candidate(BENCHMARK, "cuda", 0, det, ("PyTorch cudnn.benchmark=True choice in this "
-                                                     "process",) + asym, pinned=False),
-               Candidate(HEURISTIC, "cuda", 0, det, ("PyTorch cuDNN heuristics (benchmark=False), "
+        out = [Candidate(HEURISTIC, "cuda", 0, det, ("PyTorch cuDNN heuristics (benchmark=False), "
                                                      "in a child process",) + asym, pinned=False)]
+        settings = getattr(backend, "settings", None)
+        if getattr(settings, "tune_benchmark_reference", True):
+            out.insert(0, Candidate(BENCHMARK, "cuda", 0, det, ("PyTorch cudnn.benchmark=True "
+                                                                "choice in this process",) + asym,
+                                    pinned=False))
         if problem.layout == "nchw" and problem.ndim in (2, 3):
             out.append(Candidate(HEURISTIC_NHWC, "cuda", 0, det,
                                  ("PyTorch cuDNN heuristics run in channels_last: converted in "

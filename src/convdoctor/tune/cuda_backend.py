@@ -15,6 +15,8 @@ benchmark mode; the heuristic choice does not depend on the process.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -23,9 +25,64 @@ from ..engines.registry import TWIN_PREFIX, engine_of, listed_by
 from ..engines.torch_paths import BENCHMARK, HEURISTIC
 from ..measure.clock import ClockReading
 from ..settings import Settings
+from .worker import WorkerBackend
 
 if TYPE_CHECKING:
     from ..problem import ConvProblem
+
+
+class Prestartable:
+    """A helper process's handle, made by `make` on first use (`get`), or started ahead in a
+    background thread (`start_ahead`) and taken by the first `get`. A start that failed ahead is
+    retried by `get`, which reports its error; `shutdown` does not wait for a start still under
+    way (that start shuts its process down when it ends)."""
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self.make = make
+        self.handle: Any = None
+        self._thread: threading.Thread | None = None
+        self._ready: Any = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def start_ahead(self) -> None:
+        if self.handle is not None or self._thread is not None:
+            return
+        self._closed = False
+
+        def start() -> None:
+            try:
+                made = self.make()
+            except Exception:  # noqa: BLE001 - retried, and reported, by get()
+                made = None
+            with self._lock:
+                if not self._closed:
+                    self._ready, made = made, None
+            if made is not None:
+                made.shutdown()
+
+        self._thread = threading.Thread(target=start, name="convdoctor-prestart", daemon=True)
+        self._thread.start()
+
+    def get(self) -> Any:
+        if self.handle is None and self._thread is not None:
+            self._thread.join()
+            self._thread = None
+            with self._lock:
+                self.handle, self._ready = self._ready, None
+        if self.handle is None:
+            self.handle = self.make()
+        return self.handle
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self._closed = self._thread is not None
+            self._thread = None
+            ready, self._ready = self._ready, None
+        for h in (ready, self.handle):
+            if h is not None:
+                h.shutdown()
+        self.handle = None
 
 
 class CudaBackend:
@@ -50,7 +107,9 @@ class CudaBackend:
         self._clock: Any = None
         self._env: dict[str, str] | None = None
         self._placements: Any = None
-        self._child: Any = None
+        self._child = Prestartable(lambda: WorkerBackend(
+            "convdoctor.tune.cuda_backend:in_process_backend", timeout_s=120.0,
+            settings=self.settings))
         # what the last listing did (`listing_info`), written by the cuDNN engines
         self.last_listing: dict[str, Any] = {}
         self.last_enumeration: Any = None
@@ -62,18 +121,19 @@ class CudaBackend:
         self.listing_exclude_why: dict[str, str] = {}
 
     def _heuristic_child(self) -> Any:
-        """The private worker process that measures torch:heuristic (started on first use)."""
-        if self._child is None:
-            from .worker import WorkerBackend
+        """The private worker process that measures torch:heuristic (started on first use, or
+        ahead by `prestart`)."""
+        return self._child.get()
 
-            self._child = WorkerBackend("convdoctor.tune.cuda_backend:in_process_backend",
-                                        timeout_s=120.0, settings=self.settings)
-        return self._child
+    def prestart(self) -> None:
+        """Start the torch:heuristic child in the background now, so that its start (PyTorch's
+        import and a CUDA context, seconds) overlaps the first problem's listing instead of
+        delaying its first candidate."""
+        if self.isolate_heuristic:
+            self._child.start_ahead()
 
     def shutdown(self) -> None:
-        if self._child is not None:
-            self._child.shutdown()
-            self._child = None
+        self._child.shutdown()
 
     # ------------------------------------------------------------ identity
     def environment(self) -> dict[str, str]:

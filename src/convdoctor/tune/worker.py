@@ -449,6 +449,9 @@ class _Server:
 
     def hello(self, msg: dict[str, Any]) -> dict[str, Any]:
         self.backend = _load_backend(self.spec)
+        prestart = getattr(self.backend, "prestart", None)
+        if callable(prestart):
+            prestart()   # helper processes start while the parent sends the first problem
         return {"name": self.backend.name, "environment": self.backend.environment()}
 
     def candidates(self, msg: dict[str, Any]) -> dict[str, Any]:
