@@ -6,6 +6,8 @@ The GPU figures come from lab/fp_probe.py and lab/fp_sweep.py."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -39,11 +41,14 @@ def test_keys_eligibility_and_the_configurations_offered() -> None:
     assert fp.offered(p) == fp.OFFERED
     assert fp.offered(
         ConvProblem.parse("fprop n=32 c=64 h=56 w=56 k=64 r=3 s=3 pad=1 layout=nchw")) == fp.OFFERED
+    for dt in ("float16", "bfloat16"):
+        assert fp.offered(ConvProblem.parse(f"fprop n=8 c=3 h=32 w=32 k=16 r=3 s=3 dtype={dt}"))
     for text, why in (("dgrad n=8 c=512 w=99 k=512 s=2 stride=2", "forward convolutions only"),
                       ("wgrad n=8 c=512 w=99 k=512 s=2 stride=2", "forward convolutions only"),
                       ("fprop n=2 c=8 d=4 h=8 w=8 k=8 t=3 r=3 s=3", "1D and 2D"),
                       ("fprop n=2 c=8 h=8 w=8 k=8 r=3 s=3 groups=2", "ungrouped"),
-                      ("fprop n=2 c=8 h=8 w=8 k=8 r=3 s=3 dtype=float16", "float32 only"),
+                      ("fprop n=2 c=8 h=8 w=8 k=8 r=3 s=3 dtype=float16 layout=nhwc",
+                       "half precision in NCHW only"),
                       ("fprop n=70000 c=8 w=8 k=8 s=3", "batch of 70000")):
         q = ConvProblem.parse(text)
         assert why in (fp.unfit(q) or ""), text
@@ -233,3 +238,42 @@ def test_executor_refuses_a_problem_the_kernel_does_not_run() -> None:
         fp.ENGINE.executor("triton:fp_k48p32j32w4s4", ConvProblem.parse("fprop n=2 c=4 h=9 w=9 k=4"))
     with pytest.raises(ValueError, match="not a forward implicit-GEMM kernel key"):
         fp.ENGINE.executor("triton:wg_m32n64l64w4s3", ConvProblem.parse("fprop n=2 c=4 h=9 w=9 k=4"))
+
+
+HALF_TOL = {torch.float16: 2e-3, torch.bfloat16: 1e-2}   # one rounding: fp16 2^-11, bf16 2^-8
+
+
+def _half_case(case: tuple[Any, ...], dtype: torch.dtype, device: str, config: str) -> float:
+    """fp16/bf16 x and w, fp32 sums, the output rounded once; the relative error against the
+    float64 reference on the rounded inputs."""
+    xs, wsz, st, pre, post, dl, _ = case
+    gen = torch.Generator().manual_seed(5)
+    x = (torch.rand(xs, generator=gen) * 2 - 1).to(dtype).to(device)
+    w = (torch.rand(wsz, generator=gen) * 2 - 1).to(dtype).to(device)
+    xp = F.pad(x.double(), [pre[1], post[1], pre[0], post[0]])
+    ref = F.conv2d(xp, w.double(), stride=st, dilation=dl)
+    y = torch.full(ref.shape, float("nan"), dtype=dtype, device=device)
+    fp.run(x, w, y, stride=st, pad_pre=pre, dilation=dl, config=config)
+    assert y.dtype == dtype and torch.isfinite(y.float()).all()
+    return ((y.double() - ref).norm() / ref.norm()).item()
+
+
+@pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[5]])
+def test_float16_inputs_accumulate_in_float32(case) -> None:
+    # bfloat16 is checked on the GPU only: Triton's CPU interpreter computes tl.dot of bfloat16
+    # operands wrongly (values ~1e10 off for a 16x16 product of unit values)
+    _triton()
+    err = _half_case(case, torch.float16, "cpu", fp.OFFERED[2])
+    assert err < HALF_TOL[torch.float16], err
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("case", CASES)
+def test_gpu_half_precision_matches_a_float64_reference(case, dtype) -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("needs an NVIDIA GPU with CUDA torch (run on the device machine)")
+    _triton()
+    for config in fp.OFFERED:
+        err = _half_case(case, dtype, "cuda", config)
+        assert err < HALF_TOL[dtype], (config, err)

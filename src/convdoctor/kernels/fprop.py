@@ -1,7 +1,7 @@
 """Forward convolution as an implicit GEMM in Triton, reading NCHW (or channels-last) in place.
 
 Tuner candidates `triton:fp_<config>`: the "k...p...j..." configurations in
-`OFFERED`, for ungrouped fp32 1D/2D forward problems; the runtime runs a chosen one through
+`OFFERED`, for ungrouped 1D/2D forward problems in fp32, and in fp16/bf16 where NCHW (`eligible`); the runtime runs a chosen one through
 `convdoctor.engines.triton.TritonExec`. On the H100 (fp32 NCHW, TF32) cuDNN's fastest
 plans for mid-size layers (eng67) copy x to NHWC in their workspace, run a Hopper GEMM and write
 NCHW back, well under either roofline, so a kernel that reads NCHW in place could win. Measured
@@ -77,16 +77,25 @@ def config_of(key: str) -> str | None:
     return key[len(PREFIX):] if key.startswith(PREFIX) else None
 
 
-def eligible(direction: str, ndim: int, groups: int, dtype: str, n: int) -> str | None:
-    """None when the kernel runs (and is offered for) this problem, else why not."""
+HALF = ("float16", "bfloat16")
+
+
+def eligible(direction: str, ndim: int, groups: int, dtype: str, n: int,
+             layout: str = "nchw") -> str | None:
+    """None when the kernel runs (and is offered for) this problem, else why not. float32 in any
+    layout; float16 and bfloat16 (fp32 accumulation) in NCHW only: the kernel reads positions
+    along NCHW's contiguous planes, where cuDNN's half-precision paths transpose to NHWC first;
+    on channels-last data cuDNN's NHWC tensor-core paths read what they need contiguously."""
     if direction != "fprop":
         return f"{direction}: the forward kernel computes forward convolutions only"
     if ndim not in (1, 2):
         return f"{ndim}D: the forward kernel runs 1D and 2D convolutions"
     if groups != 1:
         return "grouped: the forward kernel runs ungrouped convolutions only"
-    if dtype != "float32":
-        return f"{dtype}: the forward kernel is offered for float32 only"
+    if dtype in HALF and layout != "nchw":
+        return f"{dtype} {layout}: the forward kernel is offered for half precision in NCHW only"
+    if dtype != "float32" and dtype not in HALF:
+        return f"{dtype}: the forward kernel runs float32, float16 and bfloat16"
     if n > MAX_GRID_Z:
         return f"a batch of {n} (one program row per image, at most {MAX_GRID_Z})"
     return None
@@ -94,7 +103,8 @@ def eligible(direction: str, ndim: int, groups: int, dtype: str, n: int) -> str 
 
 def unfit(problem: Any) -> str | None:
     """`eligible` for a `ConvProblem` (None: the kernel runs it and is offered for it)."""
-    return eligible(problem.direction, problem.ndim, problem.groups, problem.dtype, problem.n)
+    return eligible(problem.direction, problem.ndim, problem.groups, problem.dtype, problem.n,
+                    problem.layout)
 
 
 def configs_for(problem: Any) -> tuple[str, ...]:
@@ -299,6 +309,9 @@ def launch(x: Any, w: Any, y: Any, *, stride: Sequence[int], pad_pre: Sequence[i
                          f"y {tuple(y.shape)} do not fit (ungrouped only)")
     if x.dtype != w.dtype or x.dtype != y.dtype:
         raise ValueError("convdoctor fprop kernel: x, w and y must share a dtype")
+    if str(x.dtype).replace("torch.", "") not in ("float32", *HALF):
+        raise ValueError(f"convdoctor fprop kernel: {x.dtype} (float32, float16 or bfloat16 "
+                         "expected)")
     if max(_span(xs, xst), _span(ys, yst), _span(ws, wst)) >= 2 ** 31:
         raise ValueError("convdoctor fprop kernel: tensors over 2^31 elements are not handled")
     cfg = parse_config(config)
