@@ -99,7 +99,9 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
                                "routing": bool(rep.routing),
                                "speedup": rep.speedup, "phase_s": dict(rep.phase_s),
                                "decisions": rep.decisions, "precompile": dict(rep.precompile),
-                               "channels_last": rep.channels_last, "graphs": rep.graphs}
+                               "channels_last": rep.channels_last, "graphs": rep.graphs,
+                               "untuned": rep.untuned, "failed_steps": list(rep.failed_steps),
+                               "notes": [str(n)[:300] for n in rep.notes]}
     if args.mode in ("compile", "compile_optimize"):
         run_model = torch.compile(model)
     else:

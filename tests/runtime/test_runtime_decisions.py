@@ -177,6 +177,7 @@ def test_a_failed_step_is_not_stored_for_reuse(monkeypatch: Any, tmp_path: Path)
     _, rep = _run(clock, db, WIN)
     assert "routing" in rep.failed_steps and not rep.routing
     assert sqlite3.connect(db).execute("SELECT count(*) FROM decisions").fetchone()[0] == 0
+    assert any(n.startswith("decisions not stored (failed: routing)") for n in rep.notes), rep.notes
 
 
 def test_a_damaged_or_foreign_record_reads_as_none() -> None:

@@ -57,6 +57,18 @@ __all__ = ["optimize", "restore", "report_of", "is_optimized", "model_problems",
            "OptimizeOptions", "OptimizeReport", "LayerChoice", "DirectionChoice"]
 
 
+def _unstorable(report: OptimizeReport, outcome: str) -> str:
+    """Why a run's measured decisions cannot be stored ("" when they can)."""
+    why = []
+    if outcome == "unmeasured":
+        why.append("the speedup was not measured")
+    if report.untuned:
+        why.append(f"{report.untuned} problem(s) without a tuned result")
+    if report.failed_steps:
+        why.append("failed: " + ", ".join(report.failed_steps))
+    return "; ".join(why)
+
+
 def restore(model: Any) -> Any:
     """Undo `optimize`: stock forwards, no hooks, parameters back in their original layout."""
     if not isinstance(model, torch.nn.Module):
@@ -197,9 +209,13 @@ def _run(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, report: Opt
             report.decisions = "measured"
             with _phase(report, "speedup"):
                 outcome = _confirm(model, given, inputs, opts, report, dev)
-            if (store is not None and outcome != "unmeasured" and report.untuned == 0
-                    and not report.failed_steps):
-                store.store(Decision.of(report, problems, undone=outcome == "undone"))
+            if store is not None and store.db is not None:
+                why = _unstorable(report, outcome)
+                if why:
+                    report.notes.append(f"decisions not stored ({why}): the next call measures "
+                                        "them again")
+                else:
+                    store.store(Decision.of(report, problems, undone=outcome == "undone"))
     except BaseException:
         restore(model)
         raise
