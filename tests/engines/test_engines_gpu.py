@@ -410,11 +410,15 @@ def test_triton_wgrad_candidates_are_listed_correct_and_timed(backend, text: str
     "fprop n=4 c=40 h=7 w=7 k=24 r=1 s=1 dtype=float32",
 ])
 def test_triton_forward_candidates_are_listed_correct_and_timed(backend, text: str) -> None:
-    """The forward kernel's configurations are offered for ungrouped fp32 1D/2D fprop, each passes
-    the float64 check with a poisoned output (TF32 only where allowed), and times; dgrad, wgrad,
-    fp16 and grouped problems get none."""
-    others = [text.replace("fprop", "dgrad"), text.replace("fprop", "wgrad"),
-              text.replace("float32", "float16")]
+    """The forward kernel's configurations are offered for ungrouped 1D/2D fprop in fp32, and in
+    fp16/bf16 where NCHW; each passes the float64 check with a poisoned output (TF32 only where
+    allowed), and times; dgrad, wgrad, half precision in NHWC and grouped problems get none."""
+    half_nhwc = text.replace("float32", "float16").replace(" layout=nhwc", "") + " layout=nhwc"
+    others = [text.replace("fprop", "dgrad"), text.replace("fprop", "wgrad"), half_nhwc]
+    if P(text).layout == "nchw":
+        for dt in ("float16", "bfloat16"):
+            half = text.replace("float32", dt).replace(" math=strict", "")
+            _kernel_offered_correct_and_timed(backend, half, fprop.PREFIX, fprop.offered, [])
     if P(text).c % 2 == 0 and P(text).k % 2 == 0:
         others.append(text.replace("k=", "groups=2 k="))
     _kernel_offered_correct_and_timed(backend, text, fprop.PREFIX,

@@ -16,13 +16,13 @@ dies or hangs costs only the kernels it held.
 
 A child builds each candidate the way the tuner does (`engine.runner` on a `CudaBackend` in that
 process, one buffer placement), so the kernel it compiles is the very specialisation the tuner
-asks for. Its Triton launches are compile-only (`compile_only`): the kernel is compiled into the
-cache and not run, so the children put no kernels on the GPU while the tuner times candidates.
+asks for. The build launches the kernel once: a compile-only build (Triton's
+`JITFunction.run(..., warmup=True)`) did not leave a kernel the tuner's build found in the cache
+(on Triton 3.6 each of the tuner's builds then took as long as a compile), so it is not used.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -322,29 +322,6 @@ def prepare() -> None:
         torch.cuda.init()
 
 
-@contextlib.contextmanager
-def compile_only() -> Iterator[None]:
-    """Within: a Triton launch `kernel[grid](...)` compiles the kernel for its arguments (into
-    Triton's in-memory and on-disk caches, exactly as a launch would) and launches nothing
-    (`JITFunction.run(..., warmup=True)`). Without Triton's JIT (or under its CPU interpreter,
-    whose kernels are not JIT functions) launches are left as they are."""
-    try:
-        from triton.runtime.jit import JITFunction
-    except ImportError:
-        yield
-        return
-    launch = JITFunction.__getitem__
-
-    def compile_for(self: Any, grid: Any) -> Any:
-        return lambda *args, **kwargs: self.run(*args, grid=grid, warmup=True, **kwargs)
-
-    JITFunction.__getitem__ = compile_for  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        JITFunction.__getitem__ = launch  # type: ignore[method-assign]
-
-
 def compile_task(problem_key: str, candidate_key: str) -> None:
     """Build the candidate's runner as the tuner does (compiling its kernel), then free it."""
     from ..engines.base import Candidate
@@ -357,8 +334,7 @@ def compile_task(problem_key: str, candidate_key: str) -> None:
         raise ValueError(f"no engine owns {candidate_key!r}")
     offered = {c.key: c for c in engine.offers(problem, _BACKEND)}
     cand = offered.get(candidate_key) or Candidate(candidate_key, "cuda")
-    with compile_only():
-        engine.runner(_BACKEND, problem, cand).close()
+    engine.runner(_BACKEND, problem, cand).close()
 
 
 def serve(spec: str) -> int:
