@@ -91,3 +91,23 @@ def test_graphs_that_lose_are_uninstalled() -> None:
     report, routed = _decide(g, None, sites, m, x, routing=True)
     assert not routed and not report.graphs and report.graphs_reason.endswith("-> eager")
     assert "forward" not in m.__dict__
+
+
+@pytest.mark.parametrize("error,failed", [
+    ("CUDA error: operation failed due to a previous error during capture", False),
+    ("CUDA out of memory. Tried to allocate 2.00 GiB", True),
+])
+def test_a_step_that_cannot_be_captured_is_a_verdict_but_out_of_memory_a_failed_step(
+        monkeypatch: pytest.MonkeyPatch, error: str, failed: bool) -> None:
+    """A model whose step invalidates a capture stays eager in every process (its decision may
+    be stored and reused); out of memory may pass, so that run's decisions are not stored."""
+    m, x, _ = _model()
+
+    def install(*a: Any, **k: Any) -> Any:
+        raise RuntimeError(error)
+
+    monkeypatch.setattr(G, "install", install)
+    report = OptimizeReport(device="cuda", train=False)
+    kept = D.decide_graphs(m, x, OptimizeOptions(train=False), False, report, "cuda")
+    assert not kept and report.graphs_reason.startswith("not capturable")
+    assert ("graphs" in report.failed_steps) is failed

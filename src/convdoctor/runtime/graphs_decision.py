@@ -56,6 +56,12 @@ def graph_route_differs(report: OptimizeReport) -> bool:
     return False
 
 
+def _passing(exc: BaseException) -> bool:
+    """A capture failure that may not happen again (out of memory), unlike a model whose step
+    cannot be captured (a synchronising or capture-invalidating operation), which is a verdict."""
+    return "out of memory" in str(exc).lower() or type(exc).__name__ == "OutOfMemoryError"
+
+
 def decide_graphs(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, use_cl: bool,
                   report: OptimizeReport, dev: str, sites: Sites | None = None) -> bool:
     """Decide (and install) whole-model CUDA graphs; True when the graph routes were kept.
@@ -73,7 +79,9 @@ def decide_graphs(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, us
     try:
         g = _graphs.install(model, args, opts.train)
     except Exception as exc:  # noqa: BLE001 - not capturable: stay eager
-        report.failed_steps.append("graphs")
+        if _passing(exc):
+            # a verdict to keep only when it holds in any process: out of memory may pass
+            report.failed_steps.append("graphs")
         report.graphs_reason = f"not capturable ({_why(exc)})"
         report.notes.append(f"CUDA graphs: {report.graphs_reason}")
         return False
