@@ -21,8 +21,10 @@ from typing import Any, BinaryIO
 # the knowledge base holds one of them, or sits inside the context window of a line that does:
 # Python/XLA exceptions end in "...Error", CUDA/cuDNN names and XLA's cuda_dnn.cc lines hold "cud",
 # NVML's mismatch holds "driver", TensorFlow's "DNN library is not found" holds "dnn", kernel lines
-# hold "Xid", XLA/TF allocator failures hold "exhausted". Checked by tests/explain/test_explain_kb.py.
-ANCHORS: tuple[bytes, ...] = (b"cud", b"rror", b"driver", b"dnn", b"xid", b"exhaust")
+# hold "Xid", XLA/TF allocator failures hold "exhausted", MXNet's cuBLAS checks hold "cublas" and ONNX
+# Runtime's input checks "INVALID_ARGUMENT". Checked by tests/explain/test_explain_kb.py.
+ANCHORS: tuple[bytes, ...] = (b"cud", b"rror", b"driver", b"dnn", b"xid", b"exhaust", b"cublas",
+                               b"invalid_arg")
 _ANCHOR_RX = tuple(re.compile(re.escape(a)) for a in ANCHORS)
 BLOCK = 8 << 20          # bytes per read
 SMALL = 1 << 20          # inputs up to this size are analysed whole, without the pre-filter
