@@ -216,3 +216,27 @@ def test_a_transposed_layer_sharing_a_problem_gets_no_engine_it_cannot_run(tmp_p
         warnings.simplefilter("error")  # no route fails and falls back
         m(x).sum().backward()
     O.restore(m)
+
+
+def test_quick_tuning_on_a_gpu_leaves_tiny_problems_on_pytorchs_path(monkeypatch) -> None:
+    """A squeeze-excitation 1x1 convolution on a 1x1 map is launch-bound: quick tuning on a GPU
+    does not tune it (nor counts it untuned); thorough tuning, and any CPU run, does."""
+    probs = _problems("fprop n=64 c=1152 h=1 w=1 k=48 r=1 s=1",
+                      "fprop n=64 c=240 h=28 w=28 k=240 r=3 s=3 stride=2 pad=1 groups=240")
+    se, dw = probs.values()
+    assert T.tiny(se) and not T.tiny(dw)
+    monkeypatch.setattr(FakeTuning, "stored", {})
+    monkeypatch.setattr(FakeTuning, "tuned", {se.key(): _result(se, ("cpu:mkldnn-on", 5.0)),
+                                              dw.key(): _result(dw, ("cpu:mkldnn-on", 5.0))})
+    monkeypatch.setattr(FakeTuning, "tuned_keys", [])
+    monkeypatch.setattr(T, "Tuning", FakeTuning)
+    report = OptimizeReport(device="cuda", train=True)
+    res = T.find_results(probs, OptimizeOptions(progress=QuietProgress()), report)
+    assert list(res) == [dw.key()] and FakeTuning.tuned_keys == [dw.key()]
+    assert (report.tuned, report.untuned, report.left_tiny) == (1, 0, 1)
+    assert any("1 tiny problem(s)" in n for n in report.notes), report.notes
+    for device, mode in (("cuda", "thorough"), ("cpu", "quick")):
+        FakeTuning.tuned_keys.clear()
+        report = OptimizeReport(device=device, train=True)
+        res = T.find_results(probs, OptimizeOptions(progress=QuietProgress(), tuning=mode), report)
+        assert set(res) == {se.key(), dw.key()} and report.left_tiny == 0, (device, mode)

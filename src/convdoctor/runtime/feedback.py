@@ -139,6 +139,8 @@ def _problems_text(r: OptimizeReport) -> str:
         parts.append(f"{r.optimize_s:.1f} s in all")
     if r.untuned:
         parts.append(f"{r.untuned} on PyTorch's path")
+    if r.left_tiny:
+        parts.append(f"{r.left_tiny} too small to tune")
     noun = "problem" if r.problems == 1 else "problems"
     return f"{r.problems} convolution {noun} ({', '.join(parts)})"
 

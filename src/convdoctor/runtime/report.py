@@ -56,6 +56,9 @@ class OptimizeReport:
     from_db: int = 0
     tuned: int = 0
     untuned: int = 0
+    # quick tuning: problems too small for any kernel to beat its launch, left on PyTorch's path
+    # without tuning (`runtime.tuning.tiny`); not counted in `untuned`
+    left_tiny: int = 0
     tuning_s: float = 0.0
     optimize_s: float = 0.0
     # seconds per step of `optimize` ("copy", "layout", "record", "tuning", "routes", "verify",
