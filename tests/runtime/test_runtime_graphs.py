@@ -80,6 +80,29 @@ def test_graphed_training_matches_eager_gpu() -> None:
 
 
 @pytest.mark.gpu
+def test_graphed_bf16_autocast_training_matches_eager_gpu() -> None:
+    """Captured under autocast (its cast cache off), the graphs replay under the same autocast
+    and cast the updated weights at every replay; without autocast the call runs eagerly."""
+    torch.manual_seed(0)
+    ref = Net().cuda()
+    m = copy.deepcopy(ref)
+    xs = [torch.randn(4, 3, 16, 16, device="cuda") for _ in range(6)]
+    ys = [torch.randint(0, 5, (4,), device="cuda") for _ in range(6)]
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        _opt(m, xs[0], train=True)
+        g = G.installed(m)
+        assert g is not None and report_of(m).graphs, report_of(m).graphs_reason
+        before = g.replays
+        want = _losses(ref, xs, ys)
+        got = _losses(m, xs, ys)
+    assert g.replays - before == 6
+    torch.testing.assert_close(torch.tensor(got), torch.tensor(want), rtol=2e-2, atol=2e-2)
+    n = g.replays
+    m(xs[0])   # autocast off: not the captured state, eager
+    assert g.replays == n
+
+
+@pytest.mark.gpu
 def test_outputs_survive_next_replay_and_grads_accumulate_gpu() -> None:
     torch.manual_seed(0)
     ref = Net().cuda()

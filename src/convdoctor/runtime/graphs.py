@@ -18,9 +18,13 @@ calls would be silently wrong):
   copies of the input and parameter gradients (accumulated into `.grad` by autograd as usual).
 Replay only when the call matches the capture exactly: the same tensor shapes, dtypes, devices,
 strides and requires_grad, the same parameter and buffer storage, the same `model.training`, grad
-mode, no autocast, not under torch.compile, inference mode or another capture, and no earlier
-replayed forward still waiting for its backward (the graph's saved activations are the last
-replay's); otherwise eager.
+mode and CUDA autocast state (off, or on with the captured dtype), not under torch.compile,
+inference mode or another capture, and no earlier replayed forward still waiting for its backward
+(the graph's saved activations are the last replay's); otherwise eager.
+
+Under autocast the warm-up and the capture run with autocast's cast cache off (as
+torch.cuda.make_graphed_callables requires): the graph then holds the weight casts themselves,
+so every replay casts the parameters' current values, as an eager autocast step does.
 """
 
 from __future__ import annotations
@@ -107,6 +111,22 @@ class StorageGuard:
         return list(map(torch.Tensor.data_ptr, self._tensors)) == self.ptrs
 
 
+def amp_state(device_type: str = "cuda") -> tuple[bool, Any]:
+    """(autocast on, its dtype) for `device_type` now."""
+    on = torch.is_autocast_enabled(device_type)
+    return on, (torch.get_autocast_dtype(device_type) if on else None)
+
+
+def _amp_context(state: tuple[bool, Any]) -> Any:
+    """The captured autocast state with the cast cache off (a cached cast made outside a capture
+    cannot be used inside it), or nothing to change when autocast is off."""
+    import contextlib
+
+    on, dtype = state
+    return torch.autocast("cuda", dtype=dtype, cache_enabled=False) if on \
+        else contextlib.nullcontext()
+
+
 def _sig(t: torch.Tensor) -> tuple[Any, ...]:
     return (tuple(t.shape), tuple(t.stride()), t.dtype, t.device, t.requires_grad)
 
@@ -128,6 +148,7 @@ class GraphedForward:
         self.params = [p for p in model.parameters() if p.requires_grad] if train else []
         self._storage = StorageGuard(model)
         self._sig = tuple(_sig(a) for a in args)
+        self._amp = amp_state()
         self._training = model.training
         self._capture(args)
 
@@ -150,7 +171,8 @@ class GraphedForward:
         try:
             side = torch.cuda.Stream(device=dev)
             side.wait_stream(torch.cuda.current_stream(dev))
-            with torch.cuda.stream(side), torch.set_grad_enabled(self.train):
+            with torch.cuda.stream(side), torch.set_grad_enabled(self.train), \
+                    _amp_context(self._amp):
                 for _ in range(_WARMUP):
                     outs = self._flat(self.orig_forward(*self.static_in))
                     if self.train:
@@ -162,7 +184,7 @@ class GraphedForward:
             torch.cuda.synchronize(dev)
             self.pool = torch.cuda.graph_pool_handle()
             self.fwd = torch.cuda.CUDAGraph()
-            with torch.set_grad_enabled(self.train), \
+            with torch.set_grad_enabled(self.train), _amp_context(self._amp), \
                     torch.cuda.graph(self.fwd, pool=self.pool, stream=side):
                 out = self.orig_forward(*self.static_in)
             self.out_spec = out
@@ -211,7 +233,7 @@ class GraphedForward:
             return False
         if self.model.training != self._training or torch.is_grad_enabled() != self.train:
             return False
-        if torch.is_inference_mode_enabled() or torch.is_autocast_enabled("cuda"):
+        if torch.is_inference_mode_enabled() or amp_state() != self._amp:
             return False
         if torch.compiler.is_compiling() or torch.cuda.is_current_stream_capturing():
             return False
