@@ -86,3 +86,35 @@ def test_decorated_tracebacks_explain_like_plain_ones() -> None:
         d = explain(text)
         assert d.ids()[:2] == ref.ids()[:2]
         assert all("\x1b" not in e.text for c in d.causes for e in c.evidence)
+
+
+def test_a_python_warnings_message_runs_to_its_source_line() -> None:
+    """A console cut PyTorch's one-line warning into four lines; Python printed the warned source
+    line after it. The warning is one logical line (a harmless cuDNN plan note, not a failure)."""
+    log = ("C:\\venv\\lib\\site-packages\\torch\\nn\\modules\\conv.py:605: UserWarning: Plan failed "
+           "with a cudnnException:\n"
+           "CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: cudnnFinalize Descriptor Failed\n"
+           "cudnn_status: CUDNN_STATUS_NOT_SUPPORTED (Triggered internally at\n"
+           "..\\aten\\src\\ATen\\native\\cudnn\\Conv_v8.cpp:919.)\n"
+           "  return F.conv3d(\n"
+           "Animating... 100%\n")
+    lines = normalise(enumerate(log.splitlines(), 1))
+    assert [ln.span for ln in lines] == [5, 1]
+    assert lines[0].level == "W" and "cudnn_status: CUDNN_STATUS_NOT_SUPPORTED (Triggered" in lines[0].text
+    assert explain(log).cause_id == "harmless-warning"
+    # without the source line after it, a warning's next lines are not taken as its message
+    bare = normalise(enumerate(log.splitlines()[:4], 1))
+    assert [ln.span for ln in bare] == [1, 1, 1, 1]
+
+
+def test_an_exception_wrapped_at_word_boundaries_is_one_line() -> None:
+    """rich wraps a long exception message at spaces, leaving one at the end of each cut line."""
+    log = ("RuntimeError: Input type (torch.FloatTensor) and weight type \n"
+           "(torch.cuda.FloatTensor) should be the same or input should be a MKLDNN tensor \n"
+           "and weight is a dense tensor\n"
+           "Traceback (most recent call last):\n")
+    lines = normalise(enumerate(log.splitlines(), 1))
+    assert lines[0].span == 3 and lines[0].text.endswith("MKLDNN tensor and weight is a dense tensor")
+    assert "weight type (torch.cuda.FloatTensor) should" in lines[0].text
+    assert lines[1].text.startswith("Traceback")
+    assert explain(log).cause_id == "device-mismatch"

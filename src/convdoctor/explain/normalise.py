@@ -180,12 +180,57 @@ def wrap_width(lengths: Iterable[int]) -> int | None:
     return longest if counts[longest] >= WRAP_MIN_COUNT else None
 
 
+# Python's own message layouts: an exception's header line ("RuntimeError: ..."), and the lines
+# that start a new part of a traceback or a new message
+_EXC_HEAD = re.compile(r"(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception)(?:\[[^\]]*\])?: \S")
+_STRUCTURE = re.compile(r"\s*(?:Traceback \(|During handling|The above exception|File \"|"
+                        r"(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Warning)\b)")
+WARN_SPAN = 6         # lines a Python warning's message may take before its source line
+
+
+def _next(raw: list[tuple[int, str]], j: int) -> bool:
+    """raw[j] exists and follows raw[j - 1] directly."""
+    return j < len(raw) and raw[j][0] == raw[j - 1][0] + 1
+
+
+def _warning_tail(raw: list[tuple[int, str]], i: int) -> int:
+    """How many lines after raw[i], a Python warning's header (`file.py:N: XWarning: msg`), belong
+    to that warning: Python prints the message, then the warned line's source indented, so the
+    unindented lines before that source line (within WARN_SPAN) are the message, wrapped by a
+    console or written over several lines, and the source line ends the warning (it is part of
+    the warning, not a line of the program's own output). 0 when no source line follows."""
+    j = i + 1
+    while _next(raw, j) and j - i <= WARN_SPAN:
+        t = raw[j][1]
+        if not t.strip():
+            return 0
+        if t[:1].isspace():
+            return j - i
+        if _STRUCTURE.match(t) or split_prefix(t)[1] is not None:
+            return 0
+        j += 1
+    return 0
+
+
+def _word_wrapped(raw: list[tuple[int, str]], i: int) -> int:
+    """How many lines after raw[i] continue an exception message that a console wrapped at word
+    boundaries (rich and IPython consoles do, leaving one space at the end of each cut line)."""
+    n = 0
+    while (_next(raw, i + n + 1) and n < WRAP_MAX_SPAN and re.search(r"\S $", raw[i + n][1])
+           and raw[i + n + 1][1][:1] not in ("", " ", "\t") and not _STRUCTURE.match(raw[i + n + 1][1])
+           and split_prefix(raw[i + n + 1][1])[1] is None):
+        n += 1
+    return n
+
+
 def normalise(lines: Iterable[tuple[int, str]], *, rejoin: bool = True) -> list[LogicalLine]:
     """Logical lines from (line number, raw text) pairs.
 
     A physical line exactly as long as the log's wrap width (see `wrap_width`, measured on the text
     without control sequences) continues on the next line; the pieces are concatenated as they are
-    (a terminal cuts mid-word, with no separator).
+    (a terminal cuts mid-word, with no separator). A Python warning's message continues up to the
+    source line Python prints after it (`_warning_tail`), and an exception message wrapped at word
+    boundaries up to its last piece (`_word_wrapped`); those pieces are joined with a space.
     """
     raw = [(no, strip_control(t)) for no, t in lines]
     width = wrap_width(len(t.rstrip()) for _, t in raw) if rejoin else None
@@ -196,10 +241,21 @@ def normalise(lines: Iterable[tuple[int, str]], *, rejoin: bool = True) -> list[
         msg, level, origin = _clean(text)
         span = 1
         while (width and len(raw[i][1].rstrip()) == width and i + 1 < len(raw) and raw[i + 1][0] == raw[i][0] + 1
-               and span < WRAP_MAX_SPAN):
+               and span < WRAP_MAX_SPAN and not _EXC_HEAD.match(raw[i + 1][1])):
             i += 1
             span += 1
-            msg += _continuation(raw[i][1])
+            # a console that wraps at word boundaries leaves the cut line's space at its end
+            msg += _continuation(raw[i][1]) + (" " if raw[i][1].endswith(" ") else "")
+        more = 0
+        if rejoin and level == "W" and origin and origin.endswith(tuple("0123456789")) \
+                and ".py:" in origin:
+            more = _warning_tail(raw, i)
+        elif rejoin and _EXC_HEAD.match(msg):
+            more = _word_wrapped(raw, i)
+        for _ in range(more):
+            i += 1
+            span += 1
+            msg = msg.rstrip() + " " + _continuation(raw[i][1]).strip()
         out.append(LogicalLine(no, msg, level, origin, span))
         i += 1
     return out
