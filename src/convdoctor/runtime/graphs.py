@@ -168,6 +168,11 @@ class GraphedForward:
         saved = [(b, b.detach().clone()) for b in self.model.buffers()]
         self.static_in = tuple(a.detach().clone().requires_grad_(a.requires_grad) for a in args)
         grad_in = [a for a in self.static_in if a.requires_grad] + self.params
+        if self._amp[0]:
+            # casts the caller's autocast cached in eager steps (on the default stream) make the
+            # backward's capture fail (cudaErrorStreamCaptureImplicit, seen on an H100): dropped,
+            # the next eager step casts again
+            torch.clear_autocast_cache()
         try:
             side = torch.cuda.Stream(device=dev)
             side.wait_stream(torch.cuda.current_stream(dev))
