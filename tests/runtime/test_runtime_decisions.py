@@ -211,8 +211,11 @@ def test_on_a_gpu_prestart_starts_the_worker_and_the_compile_processes(tmp_path:
     t = Tuning(db, "cuda", 0.2, True, for_tuning(Settings(), "quick"))
     t.prestart()
     assert t._pre is not None and t._starting is not None
-    p = ConvProblem.parse("fprop n=8 c=32 k=32 h=14 w=14 r=7 s=7 pad=3 groups=32 "
+    # large enough to be tuned (quick tuning on a GPU leaves tiny problems untuned)
+    p = ConvProblem.parse("fprop n=32 c=64 k=64 h=28 w=28 r=7 s=7 pad=3 groups=64 "
                           "dtype=float32 layout=nchw")
+    from convdoctor.runtime.tuning import tiny
+    assert not tiny(p)
     rep = OptimizeReport(device="cuda", train=False)
     res = find_results({p.key(): p}, opts, rep, tuning=t)
     assert rep.tuned == 1 and p.key() in res
