@@ -121,7 +121,7 @@ class Settings:
 # routed (its engine is among the cuDNN plans offered), and on ConvNeXt-tiny fp32 its search and
 # timing took 6.8 s of 54 s of tuning. Of the enumerated plans a cap of 8 keeps the first 2 built
 # (`engines.cudnn`), so enumeration stops at 2: the same candidates, without building 6 more plans
-# per problem (unless cuDNN's heuristics list no plan at all, where all enumerated plans are kept).
+# per problem (where cuDNN's heuristics build no plan at all, enumeration fills the cap of 8).
 # Results tuned so are keyed by these settings in the database.
 QUICK: dict[str, Any] = {"cudnn_refine": False, "cudnn_enum_budget_s": 0.5, "cudnn_max_plans": 8,
                          "cudnn_enum_extra": 2, "tune_prescreen": 8,

@@ -360,3 +360,17 @@ def test_quick_tunings_enumeration_stops_at_the_plans_its_cap_keeps(monkeypatch)
                        be.listing_info()["enumeration"]["enum_added"])
     assert seen[8][0] == seen[2][0]
     assert seen[8][1] > seen[2][1] == 2
+
+
+def test_with_no_heuristic_plan_quick_enumeration_fills_the_cap(monkeypatch) -> None:
+    from convdoctor.settings import QUICK
+
+    monkeypatch.setattr(cudnn_plan, "get_handle", lambda *a, **k: 1)
+    monkeypatch.setattr(cudnn_plan, "_mode_plans", lambda *a, **k: iter(()))
+    p = P(f"fprop {BASE} dtype=float16")
+    be = fk.listing_backend(enumerate_engines=True, max_extra=QUICK["cudnn_enum_extra"],
+                            enum_budget_s=10.0, max_plans=QUICK["cudnn_max_plans"], refine=False,
+                            dual=False)
+    keys = [c.key for c in fk.cudnn_candidates(be, p)]
+    added = be.listing_info()["enumeration"]["enum_added"]
+    assert added > QUICK["cudnn_enum_extra"] and len(keys) == added <= QUICK["cudnn_max_plans"]

@@ -109,12 +109,27 @@ def test_a_python_warnings_message_runs_to_its_source_line() -> None:
 
 def test_an_exception_wrapped_at_word_boundaries_is_one_line() -> None:
     """rich wraps a long exception message at spaces, leaving one at the end of each cut line."""
-    log = ("RuntimeError: Input type (torch.FloatTensor) and weight type \n"
-           "(torch.cuda.FloatTensor) should be the same or input should be a MKLDNN tensor \n"
-           "and weight is a dense tensor\n"
+    log = ("RuntimeError: Input type (torch.FloatTensor) and weight type (torch.cuda.FloatTensor) \n"
+           "should be the same or input should be a MKLDNN tensor and weight is a dense \n"
+           "tensor\n"
            "Traceback (most recent call last):\n")
     lines = normalise(enumerate(log.splitlines(), 1))
     assert lines[0].span == 3 and lines[0].text.endswith("MKLDNN tensor and weight is a dense tensor")
     assert "weight type (torch.cuda.FloatTensor) should" in lines[0].text
+    # a short line that ends in a space is not a console's cut
+    short = normalise(enumerate(["ValueError: bad value ", "Epoch 3/10"], 1))
+    assert [ln.span for ln in short] == [1, 1]
     assert lines[1].text.startswith("Traceback")
     assert explain(log).cause_id == "device-mismatch"
+
+
+def test_a_warning_without_its_source_line_takes_no_failure_with_it() -> None:
+    """A C++ abort after a warning is the failure, not the warning's message; absl lines that name
+    a .py origin are not Python warnings."""
+    log = ("/opt/app/lib/torch/_utils.py:831: UserWarning: TypedStorage is deprecated.\n"
+           "terminate called after throwing an instance of 'c10::Error'\n"
+           "  what():  CUDA error: an illegal memory access was encountered\n")
+    assert [ln.span for ln in normalise(enumerate(log.splitlines(), 1))] == [1, 1, 1]
+    assert explain(log).cause_id == "illegal-memory-access"
+    absl = "W0514 15:42:22.522887 3766360 train.py:12] a note\nnext line\n  indented\n"
+    assert [ln.span for ln in normalise(enumerate(absl.splitlines(), 1))] == [1, 1, 1]

@@ -123,6 +123,15 @@ def test_the_key_follows_what_decides_and_ignores_values() -> None:
     assert amp != model_key(a, x, o, "cpu")
 
 
+def test_the_key_follows_convdoctors_own_runtime_code(monkeypatch: Any) -> None:
+    from convdoctor.runtime import decisions as D
+
+    m, x, o = nn.Conv2d(3, 4, 3), torch.randn(1, 3, 8, 8), OptimizeOptions()
+    before = model_key(m, x, o, "cpu")
+    monkeypatch.setattr(D, "runtime_source_hash", lambda: "another-version")
+    assert model_key(m, x, o, "cpu") != before
+
+
 def test_the_key_follows_flags_forward_code_and_plain_inputs() -> None:
     class Flagged(nn.Module):
         def __init__(self, heavy: bool) -> None:

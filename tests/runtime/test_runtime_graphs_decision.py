@@ -106,8 +106,36 @@ def test_a_step_that_cannot_be_captured_is_a_verdict_but_out_of_memory_a_failed_
     def install(*a: Any, **k: Any) -> Any:
         raise RuntimeError(error)
 
-    monkeypatch.setattr(G, "install", install)
+    tries: list[int] = []
+
+    def counted(*a: Any, **k: Any) -> Any:
+        tries.append(1)
+        return install(*a, **k)
+
+    monkeypatch.setattr(G, "install", counted)
     report = OptimizeReport(device="cuda", train=False)
     kept = D.decide_graphs(m, x, OptimizeOptions(train=False), False, report, "cuda")
     assert not kept and report.graphs_reason.startswith("not capturable")
     assert ("graphs" in report.failed_steps) is failed
+    assert len(tries) == (1 if failed else 2)     # a verdict only after a second failure
+
+
+class _Reached(BaseException):
+    pass
+
+
+def test_a_capture_that_fails_once_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    m, x, _ = _model()
+    calls: list[int] = []
+
+    def flaky(*a: Any, **k: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("CUDA error: operation failed due to a previous error during capture")
+        raise _Reached   # the second attempt ran (its result is not needed here)
+
+    monkeypatch.setattr(G, "install", flaky)
+    report = OptimizeReport(device="cuda", train=False)
+    with pytest.raises(_Reached):
+        D.decide_graphs(m, x, OptimizeOptions(train=False), False, report, "cuda")
+    assert len(calls) == 2 and not report.failed_steps

@@ -230,7 +230,7 @@ def test_quick_tuning_on_a_gpu_leaves_tiny_problems_on_pytorchs_path(monkeypatch
                                               dw.key(): _result(dw, ("cpu:mkldnn-on", 5.0))})
     monkeypatch.setattr(FakeTuning, "tuned_keys", [])
     monkeypatch.setattr(T, "Tuning", FakeTuning)
-    report = OptimizeReport(device="cuda", train=True)
+    report = OptimizeReport(device="cuda:0", train=True)   # as optimize names a model's device
     res = T.find_results(probs, OptimizeOptions(progress=QuietProgress()), report)
     assert list(res) == [dw.key()] and FakeTuning.tuned_keys == [dw.key()]
     assert (report.tuned, report.untuned, report.left_tiny) == (1, 0, 1)

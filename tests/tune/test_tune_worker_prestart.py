@@ -69,3 +69,18 @@ def test_a_shutdown_does_not_wait_for_a_start_under_way_and_that_start_ends_its_
     while "shutdown 0" not in log and time.monotonic() < deadline:
         time.sleep(0.02)
     assert log == ["made 0 on convdoctor-prestart", "shutdown 0"]
+
+
+def test_a_restart_after_a_shutdown_leaks_no_process() -> None:
+    """shutdown during a start, then a new start: the stale start shuts its own process down and
+    the new one is taken."""
+    log: list[str] = []
+    p = Prestartable(_maker(log, delay=0.3))
+    p.start_ahead()
+    p.shutdown()
+    p.start_ahead()
+    got = p.get()
+    deadline = time.monotonic() + 5
+    while "shutdown 0" not in log and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert got.name == "1" and "shutdown 0" in log and "shutdown 1" not in log

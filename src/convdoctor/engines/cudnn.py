@@ -225,9 +225,12 @@ def _listing(problem: ConvProblem, backend: Any, *, lean: bool) -> list[Candidat
     backend.last_enumeration = backend.last_refinement = None
     backend.last_listing["lean"] = lean
     try:
+        # a cap keeps only some enumerated plans next to heuristic ones; with no heuristic plan,
+        # enumeration may fill the cap
         en = enumerate_plans(problem, device=backend.device,
                              enumerate_engines=s.cudnn_enum and not lean,
-                             max_extra=s.cudnn_enum_extra, time_budget_s=s.cudnn_enum_budget_s)
+                             max_extra=s.cudnn_enum_extra, time_budget_s=s.cudnn_enum_budget_s,
+                             max_extra_alone=s.cudnn_max_plans or None)
     except DependencyMissing as exc:
         backend.cudnn_error = str(exc)
         backend.last_listing["error"] = backend.cudnn_error

@@ -414,11 +414,13 @@ class Enumeration:
 def enumerate_plans(problem: ConvProblem, *, device: int | None = None, handle: Any = None,
                     enumerate_engines: bool = True, max_extra: int = 24,
                     time_budget_s: float = 8.0, probe: bool = True,
-                    build_budget_s: float = 45.0) -> Enumeration:
+                    build_budget_s: float = 45.0, max_extra_alone: int | None = None
+                    ) -> Enumeration:
     """Plans for the problem: heuristic modes A, B, FALLBACK (deduplicated by name), then up to
-    `max_extra` more from engine/knob enumeration within `time_budget_s` more seconds. Building stops
-    after `build_budget_s` in all (runtime-compiled engines can take long to build); plans not
-    built for that reason are listed with that reason."""
+    `max_extra` more from engine/knob enumeration (`max_extra_alone` when given and the heuristic
+    modes built no plan) within `time_budget_s` more seconds. Building stops after `build_budget_s`
+    in all (runtime-compiled engines can take long to build); plans not built for that reason are
+    listed with that reason."""
     torch, _ = import_cudnn()
     dev = _current_device(torch, device)
     h = handle if handle is not None else get_handle(dev)
@@ -455,6 +457,8 @@ def enumerate_plans(problem: ConvProblem, *, device: int | None = None, handle: 
                         continue
                     engine_notes.setdefault(eng, set()).update(mode_notes)
         t_enum = time.perf_counter()
+        if max_extra_alone is not None and not any(i.built for i in seen.values()):
+            max_extra = max(max_extra, max_extra_alone)
         if enumerate_engines and max_extra > 0:
             listing_step("setup", "", "engine count")
             try:

@@ -184,8 +184,11 @@ def wrap_width(lengths: Iterable[int]) -> int | None:
 # that start a new part of a traceback or a new message
 _EXC_HEAD = re.compile(r"(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception)(?:\[[^\]]*\])?: \S")
 _STRUCTURE = re.compile(r"\s*(?:Traceback \(|During handling|The above exception|File \"|"
+                        r"terminate called|what\(\):|"
                         r"(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Warning)\b)")
+_PY_WARNING = re.compile(r"\.py:\d+: \w*Warning: ")   # `warnings`' own header, not absl's "x.py:N]"
 WARN_SPAN = 6         # lines a Python warning's message may take before its source line
+WORD_WRAP_SPAN = 5    # lines an exception message wrapped at word boundaries may take
 
 
 def _next(raw: list[tuple[int, str]], j: int) -> bool:
@@ -199,13 +202,15 @@ def _warning_tail(raw: list[tuple[int, str]], i: int) -> int:
     unindented lines before that source line (within WARN_SPAN) are the message, wrapped by a
     console or written over several lines, and the source line ends the warning (it is part of
     the warning, not a line of the program's own output). 0 when no source line follows."""
+    if not _PY_WARNING.search(raw[i][1]):
+        return 0
     j = i + 1
     while _next(raw, j) and j - i <= WARN_SPAN:
         t = raw[j][1]
         if not t.strip():
             return 0
         if t[:1].isspace():
-            return j - i
+            return 0 if _STRUCTURE.match(t) else j - i
         if _STRUCTURE.match(t) or split_prefix(t)[1] is not None:
             return 0
         j += 1
@@ -214,9 +219,12 @@ def _warning_tail(raw: list[tuple[int, str]], i: int) -> int:
 
 def _word_wrapped(raw: list[tuple[int, str]], i: int) -> int:
     """How many lines after raw[i] continue an exception message that a console wrapped at word
-    boundaries (rich and IPython consoles do, leaving one space at the end of each cut line)."""
+    boundaries (rich and IPython consoles do, leaving one space at the end of each cut line): the
+    cut lines are long (at least WRAP_MIN_WIDTH - 10 characters) and of about one width."""
     n = 0
-    while (_next(raw, i + n + 1) and n < WRAP_MAX_SPAN and re.search(r"\S $", raw[i + n][1])
+    first = len(raw[i][1])
+    while (_next(raw, i + n + 1) and n < WORD_WRAP_SPAN and re.search(r"\S $", raw[i + n][1])
+           and len(raw[i + n][1]) >= WRAP_MIN_WIDTH - 10 and abs(len(raw[i + n][1]) - first) <= 20
            and raw[i + n + 1][1][:1] not in ("", " ", "\t") and not _STRUCTURE.match(raw[i + n + 1][1])
            and split_prefix(raw[i + n + 1][1])[1] is None):
         n += 1

@@ -11,18 +11,22 @@ The key (`model_key`) hashes what decides the measurement: the model's structure
 the code of their `forward`, their plain settings such as flags and sizes, parameter and buffer
 names, shapes and dtypes), the inputs (tensors by shape, dtype and layout, other values by value),
 train or eval, autocast, PyTorch's TF32, determinism and benchmark flags, and the options that
-decide (channels_last, graphs, margin, steps, tuning). It is stored under the tuning environment's
-device and versions keys, like a tuning result: another GPU, driver, library or kernel source
-measures anew. A stored decision is applied only when this call's problems and their winners are
+decide (channels_last, graphs, margin, steps, tuning), and convdoctor's own runtime code (a hash of
+the sources of `convdoctor.runtime`, `convdoctor.engines` and `convdoctor.measure`: a verdict such
+as "not capturable" measured by one version is not reused by another). It is stored under the
+tuning environment's device and versions keys, like a tuning result: another GPU, driver, library
+or kernel source measures anew. A stored decision is applied only when this call's problems and their winners are
 the ones it was measured with.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
 from dataclasses import asdict, dataclass, field, fields
+from importlib import resources
 from typing import Any
 
 import torch
@@ -138,6 +142,19 @@ def _autocast(dev: str) -> tuple[bool, str]:
         return bool(torch.is_autocast_enabled()), ""
 
 
+@functools.lru_cache(maxsize=1)
+def runtime_source_hash() -> str:
+    """The first 12 hex digits of the SHA-256 of the code that measures and applies decisions
+    (`convdoctor.runtime`, `convdoctor.engines`, `convdoctor.measure`)."""
+    h = hashlib.sha256()
+    for pkg in ("convdoctor.runtime", "convdoctor.engines", "convdoctor.measure"):
+        for f in sorted(resources.files(pkg).iterdir(), key=lambda t: t.name):
+            if f.name.endswith(".py"):
+                h.update(f"{pkg}/{f.name}".encode())
+                h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
 def model_key(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, dev: str) -> str:
     """The hash that names a model's decisions (see the module docstring). Raises for a model it
     cannot describe (uninitialised lazy parameters): `DecisionStore.of` then keeps nothing."""
@@ -158,6 +175,7 @@ def model_key(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, dev: s
         "benchmark": torch.backends.cudnn.benchmark,
         "channels_last": str(opts.channels_last), "graphs": str(opts.graphs),
         "margin": opts.margin, "steps": opts.steps, "tuning": opts.tuning,
+        "runtime": runtime_source_hash(),
     }
     h.update(json.dumps(flags, sort_keys=True).encode())
     return h.hexdigest()[:32]

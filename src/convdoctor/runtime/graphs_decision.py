@@ -76,15 +76,21 @@ def decide_graphs(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, us
     if args is None:
         report.graphs_reason = "graphs need positional tensor inputs"
         return False
-    try:
-        g = _graphs.install(model, args, opts.train)
-    except Exception as exc:  # noqa: BLE001 - not capturable: stay eager
-        if _passing(exc):
-            # a verdict to keep only when it holds in any process: out of memory may pass
-            report.failed_steps.append("graphs")
-        report.graphs_reason = f"not capturable ({_why(exc)})"
-        report.notes.append(f"CUDA graphs: {report.graphs_reason}")
-        return False
+    g = None
+    for attempt in (1, 2):
+        try:
+            g = _graphs.install(model, args, opts.train)
+            break
+        except Exception as exc:  # noqa: BLE001 - not capturable: stay eager
+            if _passing(exc) or attempt == 2:
+                # a verdict (stored for reuse) only when the capture failed twice the same way
+                # and not for out of memory, which may pass
+                if _passing(exc):
+                    report.failed_steps.append("graphs")
+                report.graphs_reason = f"not capturable ({_why(exc)})"
+                report.notes.append(f"CUDA graphs: {report.graphs_reason}")
+                return False
+    assert g is not None
     g_routed = None
     if sites and report.verify_ms and graph_route_differs(report):
         g_routed = _capture_routed(model, args, opts.train, sites, report)

@@ -241,7 +241,7 @@ def find_results(problems: dict[str, ConvProblem], opts: OptimizeOptions,
             if _won(res):
                 results[pk] = (res, "db")
                 report.from_db += 1
-            elif opts.tuning == "quick" and report.device == "cuda" and tiny(p):
+            elif opts.tuning == "quick" and str(report.device).startswith("cuda") and tiny(p):
                 report.left_tiny += 1
             else:
                 missing.append((pk, p))

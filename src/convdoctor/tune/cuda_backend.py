@@ -35,7 +35,7 @@ class Prestartable:
     """A helper process's handle, made by `make` on first use (`get`), or started ahead in a
     background thread (`start_ahead`) and taken by the first `get`. A start that failed ahead is
     retried by `get`, which reports its error; `shutdown` does not wait for a start still under
-    way (that start shuts its process down when it ends)."""
+    way: that start, finding itself stale (its generation passed), shuts its process down."""
 
     def __init__(self, make: Callable[[], Any]) -> None:
         self.make = make
@@ -43,12 +43,13 @@ class Prestartable:
         self._thread: threading.Thread | None = None
         self._ready: Any = None
         self._lock = threading.Lock()
-        self._closed = False
+        self._generation = 0
 
     def start_ahead(self) -> None:
         if self.handle is not None or self._thread is not None:
             return
-        self._closed = False
+        with self._lock:
+            mine = self._generation
 
         def start() -> None:
             try:
@@ -56,7 +57,7 @@ class Prestartable:
             except Exception:  # noqa: BLE001 - retried, and reported, by get()
                 made = None
             with self._lock:
-                if not self._closed:
+                if mine == self._generation:
                     self._ready, made = made, None
             if made is not None:
                 made.shutdown()
@@ -76,7 +77,7 @@ class Prestartable:
 
     def shutdown(self) -> None:
         with self._lock:
-            self._closed = self._thread is not None
+            self._generation += 1      # a start still under way is stale from now on
             self._thread = None
             ready, self._ready = self._ready, None
         for h in (ready, self.handle):
