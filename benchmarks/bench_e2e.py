@@ -100,7 +100,10 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
                                "speedup": rep.speedup, "phase_s": dict(rep.phase_s),
                                "decisions": rep.decisions, "precompile": dict(rep.precompile),
                                "channels_last": rep.channels_last, "graphs": rep.graphs,
-                               "untuned": rep.untuned, "failed_steps": list(rep.failed_steps),
+                               "untuned": rep.untuned, "left_tiny": rep.left_tiny,
+                               "failed_steps": list(rep.failed_steps),
+                               "routing_reason": str(rep.routing_reason)[:300],
+                               "graphs_reason": str(rep.graphs_reason)[:300],
                                "notes": [str(n)[:300] for n in rep.notes]}
     if args.mode in ("compile", "compile_optimize"):
         run_model = torch.compile(model)
