@@ -49,12 +49,13 @@ def test_entry(name: str, row: dict) -> None:
         if f != "opened":
             assert isinstance(row[f], str) and row[f].strip(), f"{f} must be a non-empty string"
     assert row["split"] == ("dev" if name.startswith("dev") else row["split"])
-    assert row["split"] in ("dev", "blind", "blind2", "blind3", "blind4", "blind5", "blind6")
+    assert row["split"] in ("dev", "blind", "blind2", "blind3", "blind4", "blind5", "blind6",
+                            "blind7")
     assert row["group"] in GROUPS
     assert row["cause"] in _cause_ids()
     assert row["opened"] is None or re.fullmatch(r"\d{4}-\d{2}-\d{2}", row["opened"])
     assert row["repo"] == split.repo_of(row["url"])
-    if row["split"] in ("blind2", "blind3", "blind4", "blind5", "blind6"):   # later test sets: a rule of their own (LATER)
+    if row["split"] in ("blind2", "blind3", "blind4", "blind5", "blind6", "blind7"):   # later test sets
         assert split.side_later(row["url"], row["opened"]) == "later"
     else:
         assert split.side(row["url"], row["opened"]) == row["split"]
@@ -141,7 +142,8 @@ def test_blind_shares_no_thread_or_repository_with_dev() -> None:
 LATER = {"blind2.jsonl": ("blind2", r"e[ptjo]\d{3}"), "blind3.jsonl": ("blind3", r"f[ptjo]\d{3}"),
          "blind4.jsonl": ("blind4", r"g[ptjo]\d{3}"),
          "blind5.jsonl": ("blind5", r"h[ptjo]\d{3}"),
-         "blind6.jsonl": ("blind6", r"i[ptjo]\d{3}")}
+         "blind6.jsonl": ("blind6", r"i[ptjo]\d{3}"),
+         "blind7.jsonl": ("blind7", r"j[ptjo]\d{3}")}
 
 
 def _later_rows(name: str) -> list[dict]:
