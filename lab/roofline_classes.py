@@ -11,7 +11,6 @@ roofline, rows below 30%, and the classes whose every row is below 30%; --json w
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import statistics
 import sys
@@ -19,13 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from convdoctor.bench.merge import read_result  # noqa: E402
 from convdoctor.bench.roofline import FAR, add_roofline, far_classes  # noqa: E402
-
-
-def load(path: str) -> dict:
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        return json.load(fh)
 
 
 def main() -> int:
@@ -43,7 +37,7 @@ def main() -> int:
     rows_all = []
     out = {"peaks": peaks, "files": {}}
     for f in a.files:
-        rows = load(f)["rows"]
+        rows = read_result(f)["rows"]
         add_roofline(rows, peaks)
         kept = [r for r in rows if r.get("roofline")]
         pcts = [r["roofline"]["percent"] for r in kept]
