@@ -18,6 +18,9 @@ so the first mode to run a shape would decide for the others):
                      first), then the optimized model
   optimize_warm      convdoctor.optimize on the database the optimize mode left
   compile_optimize   torch.compile of the model convdoctor.optimize returned (warm database)
+  optimize_nolimit   convdoctor.optimize on an EMPTY database of its own with no tuning time
+                     limit (tune_time_limit_s=inf): what a full quick tune reaches (not run by
+                     default)
 Per mode: the median step time over `--steps` steps after warm-up (CUDA-synchronized), and the
 time to the first step: from building the mode's model (after the model and inputs exist) to the
 end of its first training step, compile or optimize included. The table prints both and each
@@ -39,7 +42,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-MODES = ("eager", "cl_benchmark", "compile", "optimize", "optimize_warm", "compile_optimize")
+MODES = ("eager", "cl_benchmark", "compile", "optimize", "optimize_warm", "compile_optimize",
+         "optimize_nolimit")
+DEFAULT_MODES = MODES[:6]
 BASE_MODES = ("eager", "cl_benchmark", "compile")
 
 
@@ -84,11 +89,15 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         model = model.to(memory_format=torch.channels_last)
         x = x.contiguous(memory_format=torch.channels_last)
     torch.backends.cudnn.benchmark = args.mode == "cl_benchmark"
-    if args.mode in ("optimize", "optimize_warm", "compile_optimize"):
+    if args.mode in ("optimize", "optimize_warm", "compile_optimize", "optimize_nolimit"):
         import convdoctor
 
+        nolimit = args.mode == "optimize_nolimit"
         with amp:
-            convdoctor.optimize(model, x, train=True, db=args.db)
+            convdoctor.optimize(model, x, train=True,
+                                db=args.db.replace(".sqlite3", "_nolimit.sqlite3") if nolimit
+                                else args.db,
+                                tune_time_limit_s=float("inf") if nolimit else None)
         from convdoctor.runtime import report_of
 
         rep = report_of(model)
@@ -198,7 +207,7 @@ def main() -> int:
     ap.add_argument("--out", default="e2e_out")
     ap.add_argument("--models", default="convnext_tiny,efficientnet_b0,resnet50")
     ap.add_argument("--precisions", default="fp32,bf16")
-    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--modes", default=",".join(DEFAULT_MODES))
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--steps", type=int, default=20)
@@ -226,8 +235,9 @@ def main() -> int:
         for model in [m for m in args.models.split(",") if m]:
             for prec in [p for p in args.precisions.split(",") if p]:
                 db = str(out / f"e2e_{model}_{prec}.sqlite3")
-                for suffix in ("", "-wal", "-shm"):
-                    Path(db + suffix).unlink(missing_ok=True)
+                for path in (db, db.replace(".sqlite3", "_nolimit.sqlite3")):
+                    for suffix in ("", "-wal", "-shm"):
+                        Path(path + suffix).unlink(missing_ok=True)
                 for mode in modes:
                     rec = run_child(args, model, prec, mode, db)
                     records.append(rec)

@@ -45,6 +45,8 @@ def test_fields_are_optimizes_keyword_parameters_with_its_defaults() -> None:
     ({"budget_s": 0}, "budget_s must be a number of seconds > 0"),
     ({"budget_s": float("inf")}, "budget_s"),
     ({"tune_time_limit_s": -1}, "tune_time_limit_s"),
+    ({"tune_time_limit_s": float("nan")}, "tune_time_limit_s"),
+    ({"tune_time_limit_s": -float("inf")}, "tune_time_limit_s"),
 ])
 def test_bad_values_are_one_line_usage_errors(kwargs: dict[str, Any], msg: str) -> None:
     with pytest.raises(UsageError) as e:
@@ -56,6 +58,10 @@ def test_good_values_and_derived_switches() -> None:
     o = OptimizeOptions(margin=0, steps=1, budget_s=0.01, tune_time_limit_s=0)
     with pytest.raises(dataclasses.FrozenInstanceError):
         o.steps = 3  # type: ignore[misc]
+    assert OptimizeOptions().tune_limit() == 40.0
+    assert OptimizeOptions(tuning="thorough").tune_limit() is None
+    assert OptimizeOptions(tune_time_limit_s=float("inf")).tune_limit() is None
+    assert OptimizeOptions(tuning="thorough", tune_time_limit_s=5).tune_limit() == 5.0
     assert OptimizeOptions().graphs_possible("cuda")
     assert not OptimizeOptions().graphs_possible("cpu")
     assert not OptimizeOptions(graphs=False).graphs_possible("cuda")

@@ -42,6 +42,9 @@ def test_calls_are_deduplicated_per_signature_and_problems_overall() -> None:
     assert [len(v) for v in calls.per_site.values()] == [1, 1]
     # both layers pose the same wgrad and fprop; the first has no dgrad (its input needs none)
     assert sorted(p.direction for p in calls.problems.values()) == ["dgrad", "fprop", "wgrad"]
+    # fprop and wgrad run in three calls (layer 0 twice, layer 1 once), dgrad in layer 1's
+    assert sorted((p.direction, calls.uses[k]) for k, p in calls.problems.items()) == [
+        ("dgrad", 1), ("fprop", 3), ("wgrad", 3)]
     assert not notes
     for mod in m.modules():
         S.uninstall(mod)
@@ -240,3 +243,48 @@ def test_quick_tuning_on_a_gpu_leaves_tiny_problems_on_pytorchs_path(monkeypatch
         report = OptimizeReport(device=device, train=True)
         res = T.find_results(probs, OptimizeOptions(progress=QuietProgress(), tuning=mode), report)
         assert set(res) == {se.key(), dw.key()} and report.left_tiny == 0, (device, mode)
+
+
+def test_missing_problems_are_tuned_largest_first_until_the_quick_limit(monkeypatch) -> None:
+    small = "fprop n=1 c=8 h=8 w=8 k=8 r=3 s=3 pad=1"
+    big = "fprop n=8 c=64 h=56 w=56 k=64 r=3 s=3 pad=1"
+    mid = "wgrad n=4 c=32 h=28 w=28 k=32 r=3 s=3 pad=1"
+    probs = _problems(small, big, mid)
+    s, b, m = probs.values()
+    monkeypatch.setattr(FakeTuning, "stored", {})
+    monkeypatch.setattr(FakeTuning, "tuned", {p.key(): _result(p, ("cpu:mkldnn-on", 1.0))
+                                              for p in probs.values()})
+    monkeypatch.setattr(FakeTuning, "tuned_keys", [])
+    monkeypatch.setattr(T, "Tuning", FakeTuning)
+    T.find_results(probs, OptimizeOptions(progress=QuietProgress()), OptimizeReport(device="cpu", train=False))
+    assert FakeTuning.tuned_keys == [b.key(), m.key(), s.key()]
+
+    # a problem run by many calls outranks a larger one run once
+    FakeTuning.tuned_keys.clear()
+    T.find_results(probs, OptimizeOptions(progress=QuietProgress()), OptimizeReport(device="cpu", train=False),
+                   uses={s.key(): 10_000})
+    assert FakeTuning.tuned_keys[0] == s.key()
+
+    # each problem takes 30 fake seconds: quick mode's 40 s default stops after the second
+    now = [0.0]
+
+    class SlowTuning(FakeTuning):
+        def tune(self, problem, progress=None):  # type: ignore[no-untyped-def]
+            now[0] += 30.0
+            return super().tune(problem, progress)
+
+    monkeypatch.setattr(T, "Tuning", SlowTuning)
+    FakeTuning.tuned_keys.clear()
+    report = OptimizeReport(device="cpu", train=False)
+    res = T.find_results(probs, OptimizeOptions(progress=QuietProgress()), report,
+                         clock=lambda: now[0])
+    assert FakeTuning.tuned_keys == [b.key(), m.key()] and set(res) == {b.key(), m.key()}
+    assert report.untuned == 1
+    assert any("time limit (40 s) reached: 1 problems not tuned" in n and "next call" in n
+               for n in report.notes), report.notes
+    for opts in (OptimizeOptions(progress=QuietProgress(), tuning="thorough"),
+                 OptimizeOptions(progress=QuietProgress(), tune_time_limit_s=float("inf"))):
+        FakeTuning.tuned_keys.clear()
+        T.find_results(probs, opts, OptimizeReport(device="cpu", train=False),
+                       clock=lambda: now[0])
+        assert len(FakeTuning.tuned_keys) == 3, opts

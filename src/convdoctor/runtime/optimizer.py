@@ -113,7 +113,10 @@ def optimize(model: Any, example_inputs: Any = None, train: bool = True, db: Any
         tuned problem (the caller closes it). At the end one summary line (problems, how many
         from the database, tuning time, the measured speedup with its interval, what is on):
         on stderr on a terminal or with True, else through `logging` at INFO; none with False.
-    tune_time_limit_s: stop tuning new problems after this long (the rest: PyTorch's path).
+    tune_time_limit_s: stop tuning new problems after this many seconds; the rest run PyTorch's
+        path and the next call tunes them. Problems are tuned largest first (estimated share of
+        the step). None (default): 40 s with tuning="quick" (`runtime.options.QUICK_TUNE_LIMIT_S`),
+        no limit with "thorough"; float("inf"): no limit.
     graphs: "auto" (capture CUDA graphs of the whole forward/backward, keep them only when measured
         faster), True (keep them when capture works) or False.
     tuning: "quick" (default: `convdoctor.settings.QUICK` over the settings left at their
@@ -250,7 +253,8 @@ def _decide(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, report: 
         calls = distinct_calls(records, opts.train, report.notes)
     report.problems = len(calls.problems)
     with _phase(report, "tuning"):
-        results = find_results(calls.problems, opts, report, tuning=tuning)
+        results = find_results(calls.problems, opts, report, tuning=tuning,
+                               uses=calls.uses)
     # each problem's winner: a decision measured on other winners (a result re-tuned or
     # imported since) is measured anew
     keys = {pk: str(getattr(getattr(res, "winner", None), "key", "") or "")

@@ -16,6 +16,14 @@ if TYPE_CHECKING:
 
 _AUTO_OR_BOOL = ("auto", True, False)
 
+# Quick tuning's default time limit: no new problem starts tuning after this many seconds; the
+# rest run PyTorch's path and are tuned by the next `optimize` call. Problems are tuned in order
+# of their estimated share of the step (`runtime.tuning.importance`), so those left are the
+# smallest. 40 s leaves room, within a minute to the first step, for the layout, routing and
+# graphs decisions (6-15 s on ConvNeXt-tiny, ResNet-50 and EfficientNet-B0 on an H200) and for
+# the last problem started before the limit.
+QUICK_TUNE_LIMIT_S = 40.0
+
 
 @dataclass(frozen=True)
 class OptimizeOptions:
@@ -39,7 +47,7 @@ class OptimizeOptions:
     margin: float | None = None
     progress: Any = None                 # None (as the terminal allows), True, False, an object
     isolate: bool = True
-    tune_time_limit_s: float | None = None
+    tune_time_limit_s: float | None = None   # None: the tuning mode's (`tune_limit`)
     graphs: bool | str = "auto"
     tuning: str = "quick"                # "quick" or "thorough" (`settings.for_tuning`)
     remeasure: bool = False              # measure the decisions again (`runtime.decisions`)
@@ -71,9 +79,18 @@ class OptimizeOptions:
             raise UsageError(f"progress must be None, True, False or an object with "
                              f"update(n, note), not {type(p).__name__}")
         t = self.tune_time_limit_s
-        if t is not None and not (_real(t) and t >= 0):
-            raise UsageError(f"tune_time_limit_s must be a number of seconds >= 0 or None, "
-                             f"not {t!r}")
+        if t is not None and not ((_real(t) or t == math.inf) and t >= 0):
+            raise UsageError(f"tune_time_limit_s must be a number of seconds >= 0, "
+                             f"float('inf') or None, not {t!r}")
+
+    def tune_limit(self) -> float | None:
+        """Seconds after which no new problem starts tuning (None: no limit): the value given,
+        else the tuning mode's default (`QUICK_TUNE_LIMIT_S` for "quick", none for
+        "thorough"); float('inf') is no limit."""
+        t = self.tune_time_limit_s
+        if t is None:
+            return QUICK_TUNE_LIMIT_S if self.tuning == "quick" else None
+        return None if t == math.inf else float(t)
 
     def graphs_possible(self, device_type: str) -> bool:
         """Whole-model CUDA graphs may be tried: asked for or "auto", on a CUDA device."""

@@ -93,11 +93,12 @@ def problems_for(rec: Record, train: bool) -> dict[str, ConvProblem]:
 class Calls:
     """The recorded calls, deduplicated: per site its distinct signatures (site name -> signature
     key -> (the first call with it, direction -> problem)), and every distinct problem (problem key
-    -> problem, in call order)."""
+    -> problem, in call order), with the number of recorded calls that run each problem."""
 
     per_site: dict[str, dict[Any, tuple[Record, dict[str, ConvProblem]]]] = field(
         default_factory=dict)
     problems: dict[str, ConvProblem] = field(default_factory=dict)
+    uses: dict[str, int] = field(default_factory=dict)
 
 
 def distinct_calls(records: dict[str, list[Record]], train: bool, notes: list[str]) -> Calls:
@@ -108,6 +109,8 @@ def distinct_calls(records: dict[str, list[Record]], train: bool, notes: list[st
         sigs: dict[Any, tuple[Record, dict[str, ConvProblem]]] = {}
         for rec in recs:
             if rec["key"] in sigs:
+                for p in sigs[rec["key"]][1].values():
+                    out.uses[p.key()] = out.uses.get(p.key(), 0) + 1
                 continue
             try:
                 probs = problems_for(rec, train)
@@ -117,6 +120,7 @@ def distinct_calls(records: dict[str, list[Record]], train: bool, notes: list[st
             sigs[rec["key"]] = (rec, probs)
             for p in probs.values():
                 out.problems.setdefault(p.key(), p)
+                out.uses[p.key()] = out.uses.get(p.key(), 0) + 1
         out.per_site[name] = sigs
     return out
 

@@ -36,6 +36,18 @@ TINY_FLOPS = 16_000_000
 TINY_BYTES = 1 << 20
 
 
+# Flops per byte at which a convolution turns from memory- to compute-bound, for ranking only:
+# between an H100's TF32 (about 120) and bf16 (about 300) dense rates over its bandwidth.
+BALANCE_FLOP_PER_BYTE = 200
+
+
+def importance(problem: ConvProblem, uses: int = 1) -> float:
+    """A problem's estimated share of the step, for tuning the largest first: its roofline time
+    in byte units (memory traffic, or flops over `BALANCE_FLOP_PER_BYTE` where compute limits),
+    times the number of distinct calls that run it."""
+    return max(problem.flops() / BALANCE_FLOP_PER_BYTE, problem.min_bytes()) * max(1, uses)
+
+
 def tiny(problem: ConvProblem) -> bool:
     """A problem whose every kernel's time is its launch (`TINY_FLOPS`, `TINY_BYTES`)."""
     return problem.flops() <= TINY_FLOPS and problem.min_bytes() <= TINY_BYTES
@@ -223,11 +235,12 @@ def _won(res: Any) -> bool:
 
 def find_results(problems: dict[str, ConvProblem], opts: OptimizeOptions,
                  report: OptimizeReport, *, clock: Clock = time.monotonic,
-                 tuning: Any = None) -> Results:
+                 tuning: Any = None, uses: dict[str, int] | None = None) -> Results:
     """A tuning result with a winner for each problem that has one: from the database, else
-    tuned (`opts.tune_missing`, within `opts.tune_time_limit_s`), with `tuning` (default: a new
-    `Tuning` of `opts`; closed here either way). Counts and notes go to `report`; a problem
-    without a result runs PyTorch's path."""
+    tuned (`opts.tune_missing`, largest `importance` first, with `uses[key]` calls per problem,
+    within `opts.tune_limit()`), with `tuning` (default: a new `Tuning` of `opts`; closed here
+    either way). Counts and notes go to `report`; a problem without a result runs PyTorch's
+    path."""
     results: Results = {}
     if tuning is None:
         tuning = Tuning.of(opts)
@@ -250,6 +263,8 @@ def find_results(problems: dict[str, ConvProblem], opts: OptimizeOptions,
                 f"{report.left_tiny} tiny problem(s) (at most {TINY_FLOPS / 1e6:.0f} MFLOP and "
                 f"{TINY_BYTES >> 20} MiB each: any kernel's time is its launch) left on PyTorch's "
                 "path without tuning; tuning='thorough' tunes them")
+        # stable: equal estimates keep call order
+        missing.sort(key=lambda kp: -importance(kp[1], (uses or {}).get(kp[0], 1)))
         if missing and opts.tune_missing and tuning.available:
             _tune_missing(tuning, missing, opts, report, results, t0, clock)
     finally:
@@ -262,10 +277,10 @@ def find_results(problems: dict[str, ConvProblem], opts: OptimizeOptions,
 def _tune_missing(tuning: Tuning, missing: list[tuple[str, ConvProblem]], opts: OptimizeOptions,
                   report: OptimizeReport, results: Results, t0: float, clock: Clock) -> None:
     """Tune `missing` in order, reporting to the feedback `opts.progress` asks for
-    (`feedback.tuning_feedback`), until `opts.tune_time_limit_s` after `t0`; winners go to
+    (`feedback.tuning_feedback`), until `opts.tune_limit()` after `t0`; winners go to
     `results`."""
     fb = tuning_feedback(opts.progress, len(missing), now=clock)
-    limit = opts.tune_time_limit_s
+    limit = opts.tune_limit()
     start_pre = getattr(tuning, "precompiler", None)
     pre = start_pre([p for _, p in missing]) if start_pre is not None else None
     try:
@@ -296,7 +311,9 @@ def _tune_missing(tuning: Tuning, missing: list[tuple[str, ConvProblem]], opts: 
             fb.done(p, res, clock() - t, why)
         if skipped:
             report.notes.append(f"tuning time limit ({limit:.0f} s) reached: "
-                                f"{skipped} problems not tuned, PyTorch's path")
+                                f"{skipped} problems not tuned, PyTorch's path (the smallest by "
+                                "estimate; the next call tunes them, or pass "
+                                "tune_time_limit_s=float('inf'))")
     finally:
         if pre is not None:
             report.precompile = pre.close().to_dict()
