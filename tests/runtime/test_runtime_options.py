@@ -59,6 +59,9 @@ def test_good_values_and_derived_switches() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         o.steps = 3  # type: ignore[misc]
     assert OptimizeOptions().tune_limit() == 40.0
+    assert OptimizeOptions().tune_limit(12.5) == 27.5     # what is left after the layout decision
+    assert OptimizeOptions().tune_limit(39.0) == 15.0     # never less than 15 s of tuning
+    assert OptimizeOptions(tune_time_limit_s=5).tune_limit(39.0) == 5.0
     assert OptimizeOptions(tuning="thorough").tune_limit() is None
     assert OptimizeOptions(tune_time_limit_s=float("inf")).tune_limit() is None
     assert OptimizeOptions(tuning="thorough", tune_time_limit_s=5).tune_limit() == 5.0

@@ -282,6 +282,12 @@ def test_missing_problems_are_tuned_largest_first_until_the_quick_limit(monkeypa
     assert report.untuned == 1
     assert any("time limit (40 s) reached: 1 problems not tuned" in n and "next call" in n
                for n in report.notes), report.notes
+    # 20 s already spent on the layout decision: 20 s of tuning, one problem
+    FakeTuning.tuned_keys.clear()
+    report = OptimizeReport(device="cpu", train=False)
+    report.phase_s.update(setup=1.0, layout=19.0)
+    T.find_results(probs, OptimizeOptions(progress=QuietProgress()), report, clock=lambda: now[0])
+    assert FakeTuning.tuned_keys == [b.key()] and report.untuned == 2
     for opts in (OptimizeOptions(progress=QuietProgress(), tuning="thorough"),
                  OptimizeOptions(progress=QuietProgress(), tune_time_limit_s=float("inf"))):
         FakeTuning.tuned_keys.clear()

@@ -277,10 +277,10 @@ def find_results(problems: dict[str, ConvProblem], opts: OptimizeOptions,
 def _tune_missing(tuning: Tuning, missing: list[tuple[str, ConvProblem]], opts: OptimizeOptions,
                   report: OptimizeReport, results: Results, t0: float, clock: Clock) -> None:
     """Tune `missing` in order, reporting to the feedback `opts.progress` asks for
-    (`feedback.tuning_feedback`), until `opts.tune_limit()` after `t0`; winners go to
-    `results`."""
+    (`feedback.tuning_feedback`), until `opts.tune_limit(...)` after `t0` (the quick default
+    counts the phases `report` timed before tuning); winners go to `results`."""
     fb = tuning_feedback(opts.progress, len(missing), now=clock)
-    limit = opts.tune_limit()
+    limit = opts.tune_limit(sum(report.phase_s.values()))
     start_pre = getattr(tuning, "precompiler", None)
     pre = start_pre([p for _, p in missing]) if start_pre is not None else None
     try:
