@@ -35,6 +35,8 @@ BAD = {
     "optimize --steps 10**12": ["optimize", "zoo:resnet50", "--steps", "1000000000000"],
     "optimize --steps 0": ["optimize", "zoo:resnet50", "--steps", "0"],
     "optimize --budget inf": ["optimize", "zoo:resnet50", "--budget", "inf"],
+    "optimize --time-limit -1": ["optimize", "zoo:resnet50", "--time-limit", "-1"],
+    "optimize --time-limit soon": ["optimize", "zoo:resnet50", "--time-limit", "soon"],
     "check --stride 10**30": ["check", "conv2d", "--input", "1x3x8x8", "--weight", "8x3x3x3",
                               "--stride", str(10**30)],
     "check --groups 0": ["check", "conv2d", "--input", "1x3x8x8", "--weight", "8x3x3x3",

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -313,3 +314,32 @@ def test_tune_on_first_sight_uses_database_for_a_new_shape(tmp_path: Path) -> No
         fb.set_fault_hook(None)
     assert seen and set(seen) == {"cpu:mkldnn-off"}
     convdoctor.restore(m)
+
+
+def test_cli_time_limit_reaches_optimize(tmp_path: Path, monkeypatch) -> None:
+    from convdoctor.cli.optimize import _time_limit
+
+    assert _time_limit("auto") is None and _time_limit("none") == float("inf")
+    assert _time_limit(" 12.5 ") == 12.5
+    seen: list[Any] = []
+    import convdoctor.runtime.optimizer as O
+
+    real = O.optimize
+
+    def spy(*a: Any, **kw: Any) -> Any:
+        seen.append(kw.get("tune_time_limit_s", "missing"))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(O, "optimize", spy)
+    f = tmp_path / "net.py"
+    f.write_text("import torch.nn as nn\n"
+                 "def make():\n"
+                 "    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.Flatten())\n")
+    base = (f"{f}:make", "--input-shape", "2,3,8,8", "--db", str(tmp_path / "db.sqlite3"),
+            "--no-tune", "--steps", "4", "--channels-last", "off", "--graphs", "off",
+            "--inference")
+    for arg, want in (([], None), (["--time-limit", "none"], float("inf")),
+                      (["--time-limit", "7"], 7.0)):
+        p = _cli(*base, *arg, "--json")
+        assert p.returncode == 0, p.stderr
+        assert seen[-1] == want, (arg, seen)

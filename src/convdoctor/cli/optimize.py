@@ -11,11 +11,25 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..argtypes import bounded_int, positive_seconds
+from ..argtypes import bounded_int, finite_float, positive_seconds
 from ..errors import DependencyMissing, UsageError
 
 _DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
            "float16": "float16", "fp16": "float16"}
+
+
+def _time_limit(text: str) -> float | None:
+    """--time-limit: "auto" (None: the tuning mode's default), "none" (no limit) or seconds."""
+    low = str(text).strip().lower()
+    if low == "auto":
+        return None
+    if low == "none":
+        return float("inf")
+    try:
+        return finite_float(0.0, 7 * 86400.0, unit="seconds")(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"{str(text)[:30]!r}: expected seconds (0 to 604800), auto or none") from None
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -41,6 +55,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="quick (default): the short listing and prescreen of "
                         "docs/configuration.md, for results within the minute; thorough: every "
                         "candidate convdoctor can list")
+    p.add_argument("--time-limit", default="auto", type=_time_limit, metavar="S|auto|none",
+                   help="stop starting new problems after S seconds of tuning (the rest run "
+                        "PyTorch's path; the next call tunes them, largest first); auto "
+                        "(default): quick tuning until 40 s after optimize began, thorough "
+                        "without a limit; none: no limit")
     p.add_argument("--no-tune", action="store_true",
                    help="use only what the database holds; PyTorch's path for the rest")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
@@ -104,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
                  channels_last=cl, graphs=on_off[args.graphs],
                  budget_s=args.budget, steps=max(4, args.steps // 2), margin=margin,
                  backend="cuda" if dev == "cuda" else "cpu", tuning=args.tuning,
+                 tune_time_limit_s=args.time_limit,
                  remeasure=bool(args.remeasure or args.report))
     except UsageError:
         raise
