@@ -254,6 +254,17 @@ def test_cli_prints_plan_and_measured_speedup(tmp_path: Path) -> None:
     assert "-> speedup " in p.stdout and "% interval " in p.stdout
 
 
+def _plain_args(tmp_path: Path) -> tuple[str, ...]:
+    """CLI arguments for a one-convolution model file, untuned, without layout or graphs."""
+    f = tmp_path / "net.py"
+    f.write_text("import torch.nn as nn\n"
+                 "def make():\n"
+                 "    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.Flatten())\n")
+    return (f"{f}:make", "--input-shape", "2,3,8,8", "--db", str(tmp_path / "db.sqlite3"),
+            "--no-tune", "--steps", "4", "--channels-last", "off", "--graphs", "off",
+            "--inference")
+
+
 def test_cli_says_when_nothing_won(tmp_path: Path, monkeypatch) -> None:
     """No tuned choice, channels_last and graphs off, and every step costing the same (a
     synthetic clock): routing ties, so nothing is kept. The CLI prints no speedup: the model runs
@@ -261,13 +272,7 @@ def test_cli_says_when_nothing_won(tmp_path: Path, monkeypatch) -> None:
     from rt_clock import FakeClock, use_clock
 
     use_clock(monkeypatch, FakeClock(tick=1e-4))
-    f = tmp_path / "net.py"
-    f.write_text("import torch.nn as nn\n"
-                 "def make():\n"
-                 "    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.Flatten())\n")
-    args = (f"{f}:make", "--input-shape", "2,3,8,8", "--db", str(tmp_path / "db.sqlite3"),
-            "--no-tune", "--steps", "4", "--channels-last", "off", "--graphs", "off",
-            "--inference")
+    args = _plain_args(tmp_path)
     p = _cli(*args, "--json")
     assert p.returncode == 0, p.stderr
     data = json.loads(p.stdout)
@@ -331,13 +336,7 @@ def test_cli_time_limit_reaches_optimize(tmp_path: Path, monkeypatch) -> None:
         return real(*a, **kw)
 
     monkeypatch.setattr(O, "optimize", spy)
-    f = tmp_path / "net.py"
-    f.write_text("import torch.nn as nn\n"
-                 "def make():\n"
-                 "    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.Flatten())\n")
-    base = (f"{f}:make", "--input-shape", "2,3,8,8", "--db", str(tmp_path / "db.sqlite3"),
-            "--no-tune", "--steps", "4", "--channels-last", "off", "--graphs", "off",
-            "--inference")
+    base = _plain_args(tmp_path)
     for arg, want in (([], None), (["--time-limit", "none"], float("inf")),
                       (["--time-limit", "7"], 7.0)):
         p = _cli(*base, *arg, "--json")
