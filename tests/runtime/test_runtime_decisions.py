@@ -230,3 +230,30 @@ def test_on_a_gpu_prestart_starts_the_worker_and_the_compile_processes(tmp_path:
     assert rep.tuned == 1 and p.key() in res
     assert rep.precompile["tasks"] > 0
     assert rep.precompile["compiled"] == rep.precompile["tasks"], rep.precompile
+
+
+def test_a_call_with_untuned_problems_stores_only_its_layout(monkeypatch: Any,
+                                                             tmp_path: Path) -> None:
+    clock = use_clock(monkeypatch, FakeClock())
+    db = str(tmp_path / "t.sqlite3")
+    _, first = _run(clock, db, WIN, tune_missing=False)     # as the quick time limit leaves them
+    assert first.untuned and first.decisions == "measured"
+    assert not first.channels_last_reason.endswith(REUSED)
+    assert any("the next call measures them again, all but the layout" in n for n in first.notes)
+    _, second = _run(clock, db, WIN)
+    assert second.decisions == "measured" and second.tuned == second.problems
+    assert second.channels_last_reason.endswith(REUSED)        # the layout, reused
+    assert not second.routing_reason.endswith(REUSED)
+    _, third = _run(clock, db, WIN)
+    assert third.decisions == "reused"                        # now complete
+    (raw,) = sqlite3.connect(db).execute("SELECT decision_json FROM decisions").fetchone()
+    assert '"partial": false' in raw
+
+
+def test_a_layout_only_decision_fits_no_problems() -> None:
+    rep = OptimizeReport(device="cpu", train=False)
+    rep.channels_last, rep.channels_last_reason = True, "measured end to end" + REUSED
+    d = Decision.layout_of(rep)
+    assert d.partial and d.channels_last and d.channels_last_reason == "measured end to end"
+    assert not d.fits({}) and not d.fits({"p1": "cudnn:eng1"})
+    assert Decision.from_dict(d.to_dict()) == d

@@ -16,7 +16,8 @@ the sources of `convdoctor.runtime`, `convdoctor.engines` and `convdoctor.measur
 as "not capturable" measured by one version is not reused by another). It is stored under the
 tuning environment's device and versions keys, like a tuning result: another GPU, driver, library
 or kernel source measures anew. A stored decision is applied only when this call's problems and their winners are
-the ones it was measured with.
+the ones it was measured with. A call that left problems untuned stores its layout decision only
+(`partial`): the next call reuses the layout and measures the rest.
 """
 
 from __future__ import annotations
@@ -65,19 +66,32 @@ class Decision:
     extensions: dict[str, int] = field(default_factory=dict)
     undone: bool = False
     created: float = 0.0
+    # only the layout decision holds: a call that left problems untuned (the quick time limit)
+    # stores its layout, which PyTorch's own paths decided, and the next call reuses it while it
+    # measures the rest anew
+    partial: bool = False
 
     @classmethod
     def of(cls, report: OptimizeReport, winners: dict[str, str], undone: bool) -> Decision:
-        names = {f.name for f in fields(cls)} - {"problems", "winners", "undone", "created"}
+        names = {f.name for f in fields(cls)} - {"problems", "winners", "undone", "created",
+                                                  "partial"}
         values = {n: getattr(report, n) for n in names}
         for n in ("channels_last_reason", "routing_reason", "graphs_reason", "speedup_source"):
             values[n] = str(values[n]).split(REUSED)[0]    # as measured, without "reused"
         return cls(problems=sorted(winners), winners=dict(winners), undone=undone,
                    created=time.time(), **values)
 
+    @classmethod
+    def layout_of(cls, report: OptimizeReport) -> Decision:
+        """The layout decision of a call whose other decisions cannot be stored (`partial`)."""
+        return cls(problems=[], channels_last=report.channels_last,
+                   channels_last_reason=str(report.channels_last_reason).split(REUSED)[0],
+                   layout_ms=dict(report.layout_ms), created=time.time(), partial=True)
+
     def fits(self, winners: dict[str, str]) -> bool:
         """Were these decisions measured on these problems with these winners?"""
-        return sorted(winners) == self.problems and winners == self.winners
+        return (not self.partial and sorted(winners) == self.problems
+                and winners == self.winners)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Decision | None:

@@ -69,6 +69,12 @@ def _unstorable(report: OptimizeReport, outcome: str) -> str:
     return "; ".join(why)
 
 
+def _layout_storable(report: OptimizeReport) -> bool:
+    """Whether a call whose decisions cannot all be stored may store its layout decision: the
+    only blockers are problems left without a tuned result, and the layout step did not fail."""
+    return bool(report.untuned) and not report.failed_steps
+
+
 def restore(model: Any) -> Any:
     """Undo `optimize`: stock forwards, no hooks, parameters back in their original layout."""
     if not isinstance(model, torch.nn.Module):
@@ -198,7 +204,7 @@ def _run(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, report: Opt
         tuning = _tuning.Tuning.of(opts)
         store = DecisionStore.of(tuning, model, inputs, opts, dev) if given is not None else None
         stored = store.recall() if store is not None and not opts.remeasure else None
-        if stored is None and store is not None and store.db is not None \
+        if (stored is None or stored.partial) and store is not None and store.db is not None \
                 and not opts.remeasure and opts.tune_missing and dev == "cuda":
             # probably tuning ahead: its worker and compile processes start during the layout
             # decision (with a stored decision, the problems are most likely in the database)
@@ -215,7 +221,11 @@ def _run(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, report: Opt
                 outcome = _confirm(model, given, inputs, opts, report, dev)
             if store is not None and store.db is not None:
                 why = _unstorable(report, outcome)
-                if why:
+                if why and _layout_storable(report):
+                    store.store(Decision.layout_of(report))
+                    report.notes.append(f"decisions not stored ({why}): the next call measures "
+                                        "them again, all but the layout")
+                elif why:
                     report.notes.append(f"decisions not stored ({why}): the next call measures "
                                         "them again")
                 else:
