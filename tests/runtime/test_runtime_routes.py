@@ -8,6 +8,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 import torch.nn as nn
 
@@ -294,3 +295,16 @@ def test_missing_problems_are_tuned_largest_first_until_the_quick_limit(monkeypa
         T.find_results(probs, opts, OptimizeReport(device="cpu", train=False),
                        clock=lambda: now[0])
         assert len(FakeTuning.tuned_keys) == 3, opts
+
+
+def test_importance_weighs_depthwise_gradients_above_dense_work_of_the_same_size() -> None:
+    w = T._class_weights()
+    assert set(w) == {f"{k}-{d}" for k in ("dense", "dw") for d in ("fprop", "dgrad", "wgrad")}
+    assert w["dense-fprop"] == 1.0 and w["dw-dgrad"] > w["dw-fprop"] > w["dense-fprop"]
+    dw = ConvProblem.parse("dgrad n=64 c=96 k=96 h=56 w=56 r=7 s=7 pad=3 groups=96")
+    dense = ConvProblem.parse("dgrad n=64 c=96 k=96 h=56 w=56 r=1 s=1")
+    assert T.importance_class(dw) == "dw-dgrad" and T.importance_class(dense) == "dense-dgrad"
+    # the same memory traffic; tuning the depthwise one is expected to save far more
+    assert dw.min_bytes() == pytest.approx(dense.min_bytes(), rel=0.01)
+    assert T.importance(dw) > 5 * T.importance(dense)
+    assert T.importance(dense, uses=3) == pytest.approx(3 * T.importance(dense))

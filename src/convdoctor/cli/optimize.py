@@ -57,7 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "candidate convdoctor can list")
     p.add_argument("--time-limit", default="auto", type=_time_limit, metavar="S|auto|none",
                    help="stop starting new problems after S seconds of tuning (the rest run "
-                        "PyTorch's path; the next call tunes them, largest first); auto "
+                        "PyTorch's path; the next call tunes them, most promising first); auto "
                         "(default): quick tuning until 40 s after optimize began, thorough "
                         "without a limit; none: no limit")
     p.add_argument("--no-tune", action="store_true",

@@ -120,8 +120,8 @@ def optimize(model: Any, example_inputs: Any = None, train: bool = True, db: Any
         from the database, tuning time, the measured speedup with its interval, what is on):
         on stderr on a terminal or with True, else through `logging` at INFO; none with False.
     tune_time_limit_s: stop tuning new problems after this many seconds; the rest run PyTorch's
-        path and the next call tunes them. Problems are tuned largest first (estimated share of
-        the step). None (default): with tuning="quick", until 40 s after `optimize` began (the
+        path and the next call tunes them. Problems are tuned most promising first
+        (`runtime.tuning.importance`). None (default): with tuning="quick", until 40 s after `optimize` began (the
         layout decision included; at least 15 s of tuning: `runtime.options.QUICK_TUNE_LIMIT_S`),
         with "thorough" no limit; float("inf"): no limit.
     graphs: "auto" (capture CUDA graphs of the whole forward/backward, keep them only when measured

@@ -19,8 +19,8 @@ _AUTO_OR_BOOL = ("auto", True, False)
 # Quick tuning's default time limit: no new problem starts tuning once this many seconds have
 # passed since `optimize` began (the layout decision included), and never less than
 # `QUICK_MIN_TUNE_S` of tuning; the rest run PyTorch's path and are tuned by the next `optimize`
-# call. Problems are tuned in order of their estimated share of the step
-# (`runtime.tuning.importance`), so those left are the smallest. Measured on an H200 (ConvNeXt-
+# call. Problems are tuned in order of the saving tuning is expected to bring
+# (`runtime.tuning.importance`), so those left are the least promising. Measured on an H200 (ConvNeXt-
 # tiny, EfficientNet-B0, batch 64, fp32 and bf16): the layout decision took 9-14 s before tuning,
 # the last problem started ran on 1-2 s past the limit, and routing, graphs and the speedup
 # measurement took 8-12 s after it; 40 s leaves the first step within a minute.

@@ -7,8 +7,11 @@ convolution on PyTorch's path (with a note), never an error.
 
 from __future__ import annotations
 
+import functools
+import json
 import threading
 import time
+from importlib import resources
 from typing import Any
 
 from ..problem import ConvProblem
@@ -41,11 +44,32 @@ TINY_BYTES = 1 << 20
 BALANCE_FLOP_PER_BYTE = 200
 
 
+def importance_class(problem: ConvProblem) -> str:
+    """"dw-<direction>" for a depthwise problem (one group per input channel, more than one),
+    else "dense-<direction>"."""
+    dw = problem.groups > 1 and problem.groups == problem.c
+    return f"{'dw' if dw else 'dense'}-{problem.direction}"
+
+
+@functools.lru_cache(maxsize=1)
+def _class_weights() -> dict[str, float]:
+    """`data/importance.json`'s weights (written by lab/fit_importance.py); {} if unreadable."""
+    try:
+        raw = resources.files("convdoctor.runtime").joinpath("data/importance.json").read_text(
+            encoding="utf-8")
+        return {str(k): float(v) for k, v in json.loads(raw)["weights"].items()}
+    except Exception:  # noqa: BLE001 - without weights every class counts the same
+        return {}
+
+
 def importance(problem: ConvProblem, uses: int = 1) -> float:
-    """A problem's estimated share of the step, for tuning the largest first: its roofline time
-    in byte units (memory traffic, or flops over `BALANCE_FLOP_PER_BYTE` where compute limits),
-    times the number of distinct calls that run it."""
-    return max(problem.flops() / BALANCE_FLOP_PER_BYTE, problem.min_bytes()) * max(1, uses)
+    """A problem's expected saving from tuning, for tuning the most promising first: its
+    roofline time in byte units (memory traffic, or flops over `BALANCE_FLOP_PER_BYTE` where
+    compute limits), times its class's weight (`importance_class`; how far PyTorch's own path
+    runs from that estimate and how much of it tuning saved, per class, over the 101-layer
+    suite's bench results: `data/importance.json`), times the distinct calls that run it."""
+    roof = max(problem.flops() / BALANCE_FLOP_PER_BYTE, problem.min_bytes())
+    return roof * _class_weights().get(importance_class(problem), 1.0) * max(1, uses)
 
 
 def tiny(problem: ConvProblem) -> bool:
@@ -311,8 +335,8 @@ def _tune_missing(tuning: Tuning, missing: list[tuple[str, ConvProblem]], opts: 
             fb.done(p, res, clock() - t, why)
         if skipped:
             report.notes.append(f"tuning time limit ({limit:.0f} s) reached: "
-                                f"{skipped} problems not tuned, PyTorch's path (the smallest by "
-                                "estimate; the next call tunes them, or pass "
+                                f"{skipped} problems not tuned, PyTorch's path (the least "
+                                "promising by estimate; the next call tunes them, or pass "
                                 "tune_time_limit_s=float('inf'))")
     finally:
         if pre is not None:
