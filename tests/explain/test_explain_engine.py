@@ -451,3 +451,23 @@ def test_harmless_noise_never_outranks_a_failure() -> None:
     # an unrelated crash after the warnings is not explained by them
     d = explain(noise + "Traceback (most recent call last):\nValueError: Expected 2D Tensor, got 1D.\n")
     assert d.cause_id == "unknown" and "harmless" in d.causes[0].reasons[0]
+
+
+def test_a_failure_no_pattern_knows_is_answered_from_its_words_as_a_weaker_answer() -> None:
+    from convdoctor.explain.engine import BACKOFF_REASON
+
+    # words of a known cause in a program's own phrasing (no curated pattern or template)
+    d = explain("FATAL: zorbix renderer: the installed driver is too old for this build, please "
+                "update it\n").to_dict()
+    assert d["cause"] == "driver-too-old", d
+    top = d["causes"][0]
+    assert BACKOFF_REASON in top["reasons"] and top["confidence"] < 0.9
+    assert "words-driver-too-old" in d["looked_at"]["patterns_fired"]
+    # a known message decides; the backoff words beside it add nothing
+    d = explain("RuntimeError: CUDA error: out of memory\nthe installed driver is too old\n").to_dict()
+    assert d["cause"] == "gpu-out-of-memory"
+    assert all(BACKOFF_REASON not in c["reasons"] for c in d["causes"])
+    # a warning's words are not a failure
+    d = explain("2024-01-01 10:00:00.000000: W zorbix.cc:12] the installed driver is too old for "
+                "the fastest path\n").to_dict()
+    assert d["cause"] != "driver-too-old"

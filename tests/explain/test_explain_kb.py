@@ -24,7 +24,7 @@ def test_patterns_backed_by_real_messages() -> None:
     assert len(pats) >= 30
     for p in pats:
         assert p.examples, p.id
-        assert p.role in ("failure", "context", "noise"), p.id
+        assert p.role in ("failure", "context", "noise", "backoff"), p.id
         for c in p.causes:
             assert c in CAUSE_IDS, (p.id, c)
         for ex in p.examples:

@@ -63,6 +63,8 @@ class _Matches:
     levels: dict[str, int] = field(default_factory=dict)
 
 
+BACKOFF_REASON = ("no known message matched; the failure's own words name this cause "
+                  "(a weaker answer: check the fix against the log)")
 _EXCEPTION_HEAD = re.compile(r"\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\b:")
 
 
@@ -82,7 +84,8 @@ def _primary(logical: list[LogicalLine], full: bool) -> list[int]:
 def _match(logical: list[LogicalLine], full: bool) -> _Matches:
     m = _Matches()
     noise_idx = index(frozenset({"noise"}))
-    main_idx = index(frozenset({"failure", "context"} if full else {"failure"}))
+    main_idx = index(frozenset({"failure", "backoff", "context"} if full
+                               else {"failure", "backoff"}))
     for ln in logical:
         if ln.level:
             m.levels[ln.level] = m.levels.get(ln.level, 0) + 1
@@ -198,6 +201,9 @@ class _Votes:
     reasons: dict[str, list[str]] = field(default_factory=dict)
     unknown: float = 0.0
     noise: dict[str, float] = field(default_factory=dict)
+    # backoff patterns: the words of a cause, not a known message; they count only when no
+    # failure pattern or rule voted (`explain`)
+    backoff: dict[str, float] = field(default_factory=dict)
 
     def add(self, cause: str, weight: float, reason: str | None = None) -> None:
         self.score[cause] = self.score.get(cause, 0.0) + weight
@@ -231,6 +237,13 @@ def _vote_patterns(m: _Matches) -> _Votes:
         unknown = 0.0
         for pid in sorted(fam):
             p = by_id[pid]
+            if p.role == "backoff":   # from failure lines only: not a warning's or a note's words
+                evs = [ev for ev in m.fired[pid] if ev.level not in ("W", "I")]
+                for cause, w in p.causes.items() if evs else ():
+                    votes.backoff[cause] = max(votes.backoff.get(cause, 0.0), w)
+                    for ev in evs[:2]:
+                        votes.cite(cause, ev)
+                continue
             for cause, w in p.causes.items():
                 best[cause] = max(best.get(cause, 0.0), w * factors[pid])
             unknown = max(unknown, p.unknown * factors[pid])
@@ -323,9 +336,15 @@ def analyze(lines: Iterable[tuple[int, str]], *, looked_at: dict[str, Any] | Non
         votes.add(cause, w, reason)
 
     unexplained = None
+    backoff = False
     if not any(s > 0 for c, s in votes.score.items() if c not in NON_FAILURE):
-        unexplained = _unexplained_failure(logical, m)
-        if unexplained is None:   # only noise in this log: it is what there is to explain
+        if votes.backoff and not votes.noise:   # no known message: a cause's words, a weaker answer
+            backoff = True
+            for cause, w in votes.backoff.items():
+                votes.add(cause, w, BACKOFF_REASON)
+        else:
+            unexplained = _unexplained_failure(logical, m)
+        if not backoff and unexplained is None:   # only noise in this log: what there is to explain
             for cause, w in votes.noise.items():
                 votes.add(cause, w)
     votes.score.pop("unknown", None)
@@ -361,10 +380,11 @@ def analyze(lines: Iterable[tuple[int, str]], *, looked_at: dict[str, Any] | Non
     else:
         diag = Diagnosis(causes=out, facts=facts_out, looked_at=looked, noise=m.noise)
         total = sum(s for _, s in ranked)
-        _calibrate(diag, total, votes.unknown, cmap, ctx.generic)
+        generic = ctx.generic or backoff
+        _calibrate(diag, total, votes.unknown, cmap, generic)
         if live is not None and out[0].id not in NON_FAILURE:
             live.apply(diag, f)
-            _rerank_live(diag, total, votes.unknown, cmap, ctx.generic)
+            _rerank_live(diag, total, votes.unknown, cmap, generic)
     diag.decide = _decide(diag, ctx, live is not None, bool(outcome.applied))
     looked["analysis_s"] = round(time.perf_counter() - t0, 4)
     return diag
