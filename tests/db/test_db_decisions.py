@@ -68,6 +68,16 @@ def test_db_cli_lists_and_forgets_decisions(tmp_path: Path,
     out = capsys.readouterr().out
     assert "optimize decisions for model 0123456789ab on NVIDIA H100" in out
     assert "routing on" in out and "1.50x" in out
+    with TuningDB(path) as db:
+        db.remember_decision(ENV, "fedcba9876543210", {"format": 1, "problems": [],
+                                                       "channels_last": True, "partial": True})
+    assert main(["db", "--db", str(path), "list"]) == 0
+    out = capsys.readouterr().out
+    assert "model fedcba987654" in out and "layout only, channels_last on" in out
+    assert main(["db", "--db", str(path), "prune", "--decisions", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["decisions_forgotten"] == 2
+    with TuningDB(path) as db:
+        db.remember_decision(ENV, "0123456789abcdef", D)
     assert main(["db", "--db", str(path), "prune", "--decisions", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["decisions_forgotten"] == 1 and doc["deleted"] == 0

@@ -189,7 +189,9 @@ def _decision_lines(decided: list[dict[str, Any]]) -> list[str]:
     for d in decided:
         dev = d["device"].get("gpu_name") or d["device"].get("cpu") or "?"
         sp = d.get("speedup")
-        what = ("changes undone (not faster)" if d.get("undone") else
+        what = (f"layout only, channels_last {on(d.get('channels_last'))} (problems were left "
+                "untuned; the next call measures the rest)" if d.get("partial") else
+                "changes undone (not faster)" if d.get("undone") else
                 f"channels_last {on(d.get('channels_last'))}, routing {on(d.get('routing'))}, "
                 f"CUDA graphs {on(d.get('graphs'))}"
                 + (f", {sp:.2f}x" if isinstance(sp, (int, float)) else ""))

@@ -78,6 +78,7 @@ class DecisionsTable:
                         "created": created,
                         **{k: d.get(k) for k in ("channels_last", "routing", "graphs", "speedup",
                                                  "undone")},
+                        "partial": bool(d.get("partial")),
                         "problems": len(d.get("problems") or [])})
         return out
 
