@@ -133,3 +133,24 @@ def test_a_warning_without_its_source_line_takes_no_failure_with_it() -> None:
     assert explain(log).cause_id == "illegal-memory-access"
     absl = "W0514 15:42:22.522887 3766360 train.py:12] a note\nnext line\n  indented\n"
     assert [ln.span for ln in normalise(enumerate(absl.splitlines(), 1))] == [1, 1, 1]
+
+
+def test_pytorchs_capability_warning_is_one_line_with_its_range() -> None:
+    raw = ["/x/torch/cuda/__init__.py:283: UserWarning: ",
+           "    Found GPU0 NVIDIA GB10 which is of cuda capability 12.1.",
+           "    Minimum and Maximum cuda capability supported by this version of PyTorch is",
+           "    (8.0) - (12.0)",
+           "",
+           "Unsloth: Your Flash Attention 2 installation seems to be broken?"]
+    out = normalise(list(enumerate(raw, 1)))
+    joined = [ln.text for ln in out if "cuda capability 12.1" in ln.text]
+    assert len(joined) == 1 and joined[0].rstrip().endswith("(8.0) - (12.0)"), out
+    assert any("Unsloth" in ln.text for ln in out)
+    # same major version as the highest supported: the GPU runs that major's kernels
+    assert explain("\n".join(raw)).to_dict()["cause"] == "harmless-warning"
+    # another major version: not supported
+    old = ["UserWarning:",
+           "    Found GPU0 NVIDIA GeForce GTX 680 which is of cuda capability 3.0.",
+           "    Minimum and Maximum cuda capability supported by this version of PyTorch is",
+           "    (5.0) - (9.0)"]
+    assert explain("\n".join(old)).to_dict()["cause"] == "arch-unsupported"

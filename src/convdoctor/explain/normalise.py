@@ -187,6 +187,10 @@ _STRUCTURE = re.compile(r"\s*(?:Traceback \(|During handling|The above exception
                         r"terminate called|what\(\):|"
                         r"(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Warning)\b)")
 _PY_WARNING = re.compile(r"\.py:\d+: \w*Warning: ")   # `warnings`' own header, not absl's "x.py:N]"
+# PyTorch's capability warning spans lines (its source writes the message with newlines): the
+# range it names belongs to the line that names the GPU
+_CAPABILITY_HEAD = re.compile(r"Found GPU\d+ .* which is of cuda capability \d+\.\d+\.?\s*$")
+_CAPABILITY_TAIL = re.compile(r"\s*(?:Minimum and Maximum cuda capability|\(\d+\.\d+\) - \(\d+\.\d+\))")
 WARN_SPAN = 6         # lines a Python warning's message may take before its source line
 WORD_WRAP_SPAN = 5    # lines an exception message wrapped at word boundaries may take
 
@@ -215,6 +219,13 @@ def _warning_tail(raw: list[tuple[int, str]], i: int) -> int:
             return 0
         j += 1
     return 0
+
+
+def _capability_continues(msg: str, raw: list[tuple[int, str]], i: int) -> bool:
+    """raw[i + 1] continues PyTorch's capability warning that `msg` (ending at raw[i]) holds."""
+    open_end = _CAPABILITY_HEAD.search(msg) is not None or msg.rstrip().endswith(
+        "supported by this version of PyTorch is")
+    return open_end and _next(raw, i + 1) and _CAPABILITY_TAIL.match(raw[i + 1][1]) is not None
 
 
 def _word_wrapped(raw: list[tuple[int, str]], i: int) -> int:
@@ -264,6 +275,10 @@ def normalise(lines: Iterable[tuple[int, str]], *, rejoin: bool = True) -> list[
             i += 1
             span += 1
             msg = msg.rstrip() + " " + _continuation(raw[i][1]).strip()
+        while rejoin and _capability_continues(msg, raw, i):
+            i += 1
+            span += 1
+            msg = msg.rstrip() + " " + raw[i][1].strip()
         out.append(LogicalLine(no, msg, level, origin, span))
         i += 1
     return out
