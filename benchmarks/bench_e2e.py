@@ -110,6 +110,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
                                "decisions": rep.decisions, "precompile": dict(rep.precompile),
                                "channels_last": rep.channels_last, "graphs": rep.graphs,
                                "untuned": rep.untuned, "left_tiny": rep.left_tiny,
+                               "left_minor": rep.left_minor,
                                "failed_steps": list(rep.failed_steps),
                                "routing_reason": str(rep.routing_reason)[:300],
                                "graphs_reason": str(rep.graphs_reason)[:300],

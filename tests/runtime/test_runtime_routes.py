@@ -308,3 +308,31 @@ def test_importance_weighs_depthwise_gradients_above_dense_work_of_the_same_size
     assert dw.min_bytes() == pytest.approx(dense.min_bytes(), rel=0.01)
     assert T.importance(dw) > 5 * T.importance(dense)
     assert T.importance(dense, uses=3) == pytest.approx(3 * T.importance(dense))
+
+
+def test_quick_tuning_on_a_gpu_leaves_the_least_promising_problems(monkeypatch) -> None:
+    """Past MINOR_SHARE of a large model's estimated saving, quick tuning on a GPU tunes nothing
+    (nor counts it untuned, so the decisions are stored); thorough tuning and the CPU tune all."""
+    big = [f"wgrad n=64 c={c} h=56 w=56 k={c} r=7 s=7 pad=3 groups={c}" for c in range(96, 96 + 20)]
+    small = "fprop n=64 c=64 h=7 w=7 k=64 r=1 s=1"
+    probs = _problems(*big, small)
+    sm = ConvProblem.parse(small).key()
+    assert len(probs) > T.MINOR_MIN_PROBLEMS
+    assert T.minor_keys(probs) == {sm}
+    assert T.minor_keys(dict(list(probs.items())[:T.MINOR_MIN_PROBLEMS])) == set()
+    monkeypatch.setattr(FakeTuning, "stored", {})
+    monkeypatch.setattr(FakeTuning, "tuned", {k: _result(p, ("cpu:mkldnn-on", 5.0))
+                                              for k, p in probs.items()})
+    monkeypatch.setattr(FakeTuning, "tuned_keys", [])
+    monkeypatch.setattr(T, "Tuning", FakeTuning)
+    report = OptimizeReport(device="cuda:0", train=True)
+    res = T.find_results(probs, OptimizeOptions(progress=QuietProgress(), tune_time_limit_s=float(
+        "inf")), report)
+    assert sm not in res and len(res) == len(big)
+    assert (report.untuned, report.left_minor) == (0, 1)
+    assert any("past 98% of the model's estimated tuning saving" in n for n in report.notes)
+    for device, mode in (("cuda", "thorough"), ("cpu", "quick")):
+        report = OptimizeReport(device=device, train=True)
+        res = T.find_results(probs, OptimizeOptions(progress=QuietProgress(), tuning=mode,
+                                                    tune_time_limit_s=float("inf")), report)
+        assert sm in res and report.left_minor == 0, (device, mode)

@@ -183,7 +183,8 @@ def _human(args: argparse.Namespace, shape: tuple[int, ...], dtype: str, dev: st
                  + (f" ({rep.routing_reason})" if rep.routing_reason else ""))
     lines.append(f"  problems: {rep.problems} unique ({rep.from_db} from the database, "
                  f"{rep.tuned} tuned now in {rep.tuning_s:.1f} s, {rep.untuned} on PyTorch's path"
-                 + (f", {rep.left_tiny} too small to tune" if rep.left_tiny else "") + ")")
+                 + (f", {rep.left_tiny} too small to tune" if rep.left_tiny else "")
+                 + (f", {rep.left_minor} not worth tuning" if rep.left_minor else "") + ")")
     lines.append("")
     lines.append(f"  {'layer':<28} {'input':<20} {'dir':<6} {'choice':<26} {'source':<8} "
                  f"{'tuned ms':>9} {'pytorch ms':>10}")

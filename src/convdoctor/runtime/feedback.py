@@ -141,6 +141,8 @@ def _problems_text(r: OptimizeReport) -> str:
         parts.append(f"{r.untuned} on PyTorch's path")
     if r.left_tiny:
         parts.append(f"{r.left_tiny} too small to tune")
+    if r.left_minor:
+        parts.append(f"{r.left_minor} not worth tuning")
     noun = "problem" if r.problems == 1 else "problems"
     return f"{r.problems} convolution {noun} ({', '.join(parts)})"
 

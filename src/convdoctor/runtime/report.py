@@ -59,6 +59,9 @@ class OptimizeReport:
     # quick tuning: problems too small for any kernel to beat its launch, left on PyTorch's path
     # without tuning (`runtime.tuning.tiny`); not counted in `untuned`
     left_tiny: int = 0
+    # quick tuning on a GPU: the least promising problems, past `runtime.tuning.MINOR_SHARE` of the
+    # model's estimated saving, left on PyTorch's path without tuning; not counted in `untuned`
+    left_minor: int = 0
     tuning_s: float = 0.0
     optimize_s: float = 0.0
     # seconds per step of `optimize` ("copy", "layout", "record", "tuning", "routes", "verify",
