@@ -48,6 +48,11 @@ DEFAULT_MODES = MODES[:6]
 BASE_MODES = ("eager", "cl_benchmark", "compile")
 
 
+def nolimit_db(db: str) -> str:
+    """The optimize_nolimit mode's own database, beside `db`."""
+    return db.replace(".sqlite3", "_nolimit.sqlite3")
+
+
 def build_model(name: str) -> tuple[Any, str]:
     """(model, where it came from): timm, torchvision, or convdoctor's zoo."""
     try:
@@ -95,8 +100,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         nolimit = args.mode == "optimize_nolimit"
         with amp:
             convdoctor.optimize(model, x, train=True,
-                                db=args.db.replace(".sqlite3", "_nolimit.sqlite3") if nolimit
-                                else args.db,
+                                db=nolimit_db(args.db) if nolimit else args.db,
                                 tune_time_limit_s=float("inf") if nolimit else None)
         from convdoctor.runtime import report_of
 
@@ -236,7 +240,7 @@ def main() -> int:
         for model in [m for m in args.models.split(",") if m]:
             for prec in [p for p in args.precisions.split(",") if p]:
                 db = str(out / f"e2e_{model}_{prec}.sqlite3")
-                for path in (db, db.replace(".sqlite3", "_nolimit.sqlite3")):
+                for path in (db, nolimit_db(db)):
                     for suffix in ("", "-wal", "-shm"):
                         Path(path + suffix).unlink(missing_ok=True)
                 for mode in modes:

@@ -32,11 +32,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from convdoctor.problem import ConvProblem  # noqa: E402
-from convdoctor.runtime.tuning import BALANCE_FLOP_PER_BYTE, importance_class  # noqa: E402
-
-
-def roof(p: ConvProblem) -> float:
-    return max(p.flops() / BALANCE_FLOP_PER_BYTE, p.min_bytes())
+from convdoctor.runtime.tuning import importance_class  # noqa: E402
+from convdoctor.runtime.tuning import roofline_units as roof  # noqa: E402
 
 
 def fit(bench_files: list[str]) -> dict[str, Any]:

@@ -62,14 +62,18 @@ def _class_weights() -> dict[str, float]:
         return {}
 
 
+def roofline_units(problem: ConvProblem) -> float:
+    """The problem's roofline time in byte units: its memory traffic, or its flops over
+    `BALANCE_FLOP_PER_BYTE` where compute limits."""
+    return max(problem.flops() / BALANCE_FLOP_PER_BYTE, problem.min_bytes())
+
+
 def importance(problem: ConvProblem, uses: int = 1) -> float:
     """A problem's expected saving from tuning, for tuning the most promising first: its
-    roofline time in byte units (memory traffic, or flops over `BALANCE_FLOP_PER_BYTE` where
-    compute limits), times its class's weight (`importance_class`; how far PyTorch's own path
+    roofline time (`roofline_units`), times its class's weight (`importance_class`; how far PyTorch's own path
     runs from that estimate and how much of it tuning saved, per class, over the 101-layer
     suite's bench results: `data/importance.json`), times the distinct calls that run it."""
-    roof = max(problem.flops() / BALANCE_FLOP_PER_BYTE, problem.min_bytes())
-    return roof * _class_weights().get(importance_class(problem), 1.0) * max(1, uses)
+    return roofline_units(problem) * _class_weights().get(importance_class(problem), 1.0) * max(1, uses)
 
 
 # Quick tuning on a GPU leaves the least promising problems on PyTorch's path: those past the first
