@@ -153,7 +153,11 @@ def run(args: argparse.Namespace) -> int:
     problems = _problems(args)
     if args.budget is not None and args.budget <= 0:
         raise UsageError("--budget must be > 0 seconds")
-    config = _trace_config(args.trace)
+    from ..tune.harness import HarnessConfig
+    from ..tune.hopeless import HopelessMemory
+
+    config = _trace_config(args.trace) or HarnessConfig()
+    config.hopeless_memory = HopelessMemory()      # shared by this run's problems
     from ..settings import for_tuning
 
     settings = for_tuning(current(), args.tuning)

@@ -140,6 +140,7 @@ class Tuning:
         self._discard = False            # closed while that thread was starting it
         self._lock = threading.Lock()
         self._pre: Any = None            # a precompiler started ahead, waiting for its tasks
+        self._hopeless: Any = None       # candidates found hopeless, per problem class (`tune.hopeless`)
         self.env: dict[str, str] | None = None
         self.available = True
         self.why = ""
@@ -183,7 +184,7 @@ class Tuning:
     def tune(self, problem: ConvProblem, progress: Any = None) -> Any:
         if not self.available:
             return None
-        from ..tune.harness import tune_problem
+        from ..tune.harness import HarnessConfig, tune_problem
 
         be = self._be
         if self.isolate:
@@ -195,8 +196,13 @@ class Tuning:
 
                 self._worker = WorkerBackend(self.backend_name, settings=self.settings)
             be = self._worker
+        if self._hopeless is None:
+            from ..tune.hopeless import HopelessMemory
+
+            self._hopeless = HopelessMemory()
         return tune_problem(problem, backend=be, db=self.db, budget_s=self.budget_s,
-                            progress=progress, settings=self.settings)
+                            progress=progress, settings=self.settings,
+                            config=HarnessConfig(hopeless_memory=self._hopeless))
 
     def _cuda(self) -> bool:
         return self.available and self._be is not None and getattr(self._be, "name", "") == "cuda"

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..measure.stopping import RelativeCI, SampleCap, Separated, StoppingRule, TimeBudget
+from .hopeless import HopelessMemory
 from .result import BASELINE_KEYS, CPU_BASELINE_KEYS
 from .select import TieRules
 
@@ -72,6 +73,17 @@ class HarnessConfig:
     # pass a config to `tune_problem` and tune into a scratch database.
     hopeless_abs_s: float = 0.02
     hopeless_factor: float = 20.0
+    # A FIRST run over `hopeless_first_s` that is also over `hopeless_factor` x the fastest second
+    # run so far drops the candidate without its second run. On six end-to-end tuning databases
+    # (H100, 2026-11-27: ConvNeXt-tiny, EfficientNet-B0, ResNet-50), a first run's one-time work
+    # added at most 0.24 s over the second run; one cuDNN setting on depthwise 7x7 fp32 weight
+    # gradients ran 0.7-3.7 s per call, and its second runs cost 8.1 s of a 41.8 s tuning run.
+    hopeless_first_s: float = 1.0
+    # Dropped as hopeless at `recall_factor` x the fastest or more: screened out before its first
+    # run on the later problems of the same class that share `hopeless_memory` (`tune.hopeless`;
+    # `optimize` and `convdoctor tune` share one per run; None: no memory).
+    recall_factor: float = 100.0
+    hopeless_memory: HopelessMemory | None = None
     throttle_pause_s: float = 0.5
     max_throttle_retries: int = 6      # in a row, per finalist, before the run is marked degraded
     check: bool = True

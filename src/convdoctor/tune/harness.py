@@ -21,8 +21,9 @@ from ..problem import ConvProblem
 from ..settings import Settings, current
 from .backend import Backend
 from .config import HarnessConfig
+from .onesample import one_sample_select
 from .result import TuneResult
-from .sampler import Harness, one_sample_select
+from .sampler import Harness
 
 __all__ = ["Harness", "HarnessConfig", "environment_of", "file_trace", "one_sample_select",
            "tune_many", "tune_problem"]

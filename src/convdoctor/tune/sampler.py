@@ -1,8 +1,9 @@
 """The sampler: measures every candidate of one problem the same way, over any backend.
 
-Per problem: build each candidate's runner and time its first run; a second run drops a hopeless
-candidate (far slower than the fastest seen) before anything else; check the output against
-float64 (wrong -> disqualified); warm up until a step's times stop falling (`Settled`: lazy
+Per problem: build each candidate's runner and time its first run; a first run of over a second,
+or else a second run, drops a hopeless candidate (far slower than the fastest seen) before
+anything else, and the later problems of its class in the run skip it (`tune.hopeless`); check
+the output against float64 (wrong -> disqualified); warm up until a step's times stop falling (`Settled`: lazy
 loading, first-run effects); screen with a few paired rounds and drop the candidates far behind;
 let the finalists settle (a cuDNN plan's workspace guard); then sample the finalists round-robin,
 every finalist once per round on the round's buffer placement (so drift, throttling and placement
@@ -163,8 +164,9 @@ class Harness:
         except Exception as exc:  # noqa: BLE001
             self._fail(live, f"prepare failed: {type(exc).__name__}: {exc}")
             return
-        # The very first run (lazy module loading, plan compilation) is timed on its own.
-        t0 = time.perf_counter()
+        # The very first run (lazy module loading, plan compilation) is timed on its own, on the
+        # config's clock like the second run it is compared with.
+        t0 = self.cfg.now()
         try:
             live.runner.warmup()
         except CandidateUnsupported as exc:
@@ -173,7 +175,7 @@ class Harness:
         except Exception as exc:  # noqa: BLE001
             self._fail(live, f"first run failed: {type(exc).__name__}: {exc}")
             return
-        live.stats.first_run_s = time.perf_counter() - t0
+        live.stats.first_run_s = self.cfg.now() - t0
         live.stats.warmup_runs = 1
 
     def _check(self, live: _Live) -> None:
@@ -220,20 +222,37 @@ class Harness:
         live.stats.second_run_s = self.cfg.now() - t0
         return live.stats.second_run_s
 
-    def _hopeless(self, live: _Live, second: float, best: float | None) -> bool:
-        """Drop a candidate far slower than the fastest seen (`HarnessConfig.hopeless_abs_s`)."""
+    def _hopeless(self, problem: ConvProblem, live: _Live, run_s: float, best: float | None,
+                  which: str = "second") -> bool:
+        """Drop a candidate far slower than the fastest seen (`HarnessConfig.hopeless_abs_s`),
+        by its `which` run's time, and remember it for the problem's class."""
         cfg = self.cfg
-        if (best is None or best <= 0 or second <= cfg.hopeless_abs_s
-                or second <= cfg.hopeless_factor * best
+        if (best is None or best <= 0 or run_s <= cfg.hopeless_abs_s
+                or run_s <= cfg.hopeless_factor * best
                 or live.stats.candidate.key in cfg.keep_keys):
             return False
         live.stats.status = "screened-out"
-        live.stats.reason = (f"hopeless: its second run took {second * 1e3:.1f} ms, "
-                             f"{second / best:.0f}x the fastest so far ({best * 1e3:.2f} ms)")
+        live.stats.reason = (f"hopeless: its {which} run took {run_s * 1e3:.1f} ms, "
+                             f"{run_s / best:.0f}x the fastest so far ({best * 1e3:.2f} ms)")
         self._trace({"phase": "hopeless", "key": live.stats.candidate.key,
-                     "second_run_ms": round(second * 1e3, 3), "best_ms": round(best * 1e3, 3)})
+                     f"{which}_run_ms": round(run_s * 1e3, 3), "best_ms": round(best * 1e3, 3)})
+        if cfg.hopeless_memory is not None:
+            cfg.hopeless_memory.remember(problem, live.stats.candidate.key, run_s / best,
+                                         cfg.recall_factor)
         live.active = False
         self._close(live)
+        return True
+
+    def _recalled(self, problem: ConvProblem, live: _Live) -> bool:
+        """Screen out, before its first run, a candidate found hopeless on a problem of the same
+        class earlier in this run (`HarnessConfig.hopeless_memory`)."""
+        memory, key = self.cfg.hopeless_memory, live.stats.candidate.key
+        why = memory.recall(problem, key) if memory is not None else None
+        if why is None or key in self.cfg.keep_keys:
+            return False
+        live.stats.status = "screened-out"
+        live.stats.reason = f"hopeless on a problem of this class earlier in this run ({why})"
+        live.active = False
         return True
 
     def _warmup(self, live: _Live) -> None:
@@ -478,13 +497,20 @@ class Harness:
         pre = self.cfg.prescreen > 0
         for lv in lives:
             self.note(f"first run + check {lv.stats.candidate.key}")
+            if self._recalled(problem, lv):
+                continue
             t_cand = self.cfg.now()
             self._prepare_first(problem, lv)
+            first = lv.stats.first_run_s
+            if (lv.active and first is not None and first > self.cfg.hopeless_first_s
+                    and self._hopeless(problem, lv, first, best_second, "first")):
+                lv.stats.cost_s += self.cfg.now() - t_cand
+                continue
             if lv.active:
                 # the second run comes before the check: a hopeless candidate is dropped
                 # without one more of its (slow) runs
                 second = self._second_run(lv)
-                if second is not None and self._hopeless(lv, second, best_second):
+                if second is not None and self._hopeless(problem, lv, second, best_second):
                     lv.stats.cost_s += self.cfg.now() - t_cand
                     continue
                 if lv.active and not pre:
@@ -554,30 +580,3 @@ class Harness:
         if result.winner is None and not self.degraded:
             result.notes.append("no candidate ran correctly")
 
-
-# ---------------------------------------------------------------------- PyTorch's way, for comparison
-def one_sample_select(problem: ConvProblem, backend: Backend, *, limit: int = 10,
-                      warmup: int = 1) -> Candidate | None:
-    """What cudnn.benchmark does: in candidate order, `warmup` untimed runs then ONE timed run each
-    (the first `limit` that run), pick the fastest. Kept to compare selectors; never used to choose."""
-    best: tuple[float, Candidate] | None = None
-    ran = 0
-    for cand in backend.candidates(problem):
-        if ran >= limit:
-            break
-        try:
-            runner = backend.prepare(problem, cand)
-        except CandidateUnsupported:
-            continue
-        try:
-            for _ in range(warmup):
-                runner.warmup()
-            t = runner.time(1)[0]
-        except Exception:  # noqa: BLE001
-            continue
-        finally:
-            runner.close()
-        ran += 1
-        if best is None or t < best[0]:
-            best = (t, cand)
-    return None if best is None else best[1]
