@@ -106,16 +106,27 @@ def test_triton_tasks_are_the_tuners_triton_candidates_in_problem_order(monkeypa
 
 
 @pytest.mark.gpu
-def test_on_a_gpu_the_tuners_build_finds_the_precompiled_kernel(tmp_path: Path,
-                                                                monkeypatch: Any) -> None:
+@pytest.mark.parametrize("repointed", [False, True])
+def test_on_a_gpu_the_tuners_build_finds_the_precompiled_kernel(tmp_path: Path, monkeypatch: Any,
+                                                                repointed: bool) -> None:
     """Children compile a real depthwise problem's kernels into a fresh Triton cache; the tuner's
-    own runner build of each candidate then takes a fraction of a compile."""
+    own runner build of each candidate then takes a fraction of a compile. `repointed`: as after
+    a `torch.compile` in this process, TRITON_PTXAS_PATH names PyTorch's ptxas while this
+    process's Triton keeps the version it first used in its cache key."""
     import time as _t
 
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("needs an NVIDIA GPU with CUDA torch (run on the device machine)")
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    if repointed:
+        from convdoctor.tune.precompile import compiler_env
+
+        ptxas = Path(torch.__file__).parent / "bin" / "ptxas"
+        if not ptxas.is_file():
+            pytest.skip("this PyTorch ships no ptxas of its own")
+        compiler_env()                         # this process's Triton settles its ptxas version
+        monkeypatch.setenv("TRITON_PTXAS_PATH", str(ptxas))
     from convdoctor.engines.registry import engine_of
     from convdoctor.tune.cuda_backend import CudaBackend
 
@@ -191,3 +202,37 @@ def test_what_close_interrupts_stays_unfinished_not_failed(log: Path) -> None:
     assert time.monotonic() - t0 < 5.0
     assert s.failed == 0 and s.unfinished == 8 - s.compiled > 0
 
+
+
+def test_children_get_the_ptxas_the_parents_cache_key_names(tmp_path: Path,
+                                                             monkeypatch: Any) -> None:
+    """Triton keys its cache with the version of the ptxas a process first used; PyTorch's
+    Inductor repoints TRITON_PTXAS_PATH later. The children must compile with the parent's."""
+    pytest.importorskip("triton")
+    from triton import knobs
+    from triton.backends.nvidia import compiler as nv
+
+    from convdoctor.tune.precompile import compiler_env
+
+    def line(version: str) -> str:
+        return f"Cuda compilation tools, release {version[1:5]}, {version}\n"
+
+    def tool(name: str, version: str) -> str:
+        path = tmp_path / name
+        path.write_text(f"#!/bin/sh\necho '{line(version).strip()}'\n")
+        path.chmod(0o755)
+        return str(path)
+
+    bundled, pytorchs = tool("bundled", "V12.8.1"), tool("pytorchs", "V13.0.2")
+    desc = type(knobs.nvidia).__dict__["ptxas"]
+    monkeypatch.setattr(desc, "default_path", bundled)
+    monkeypatch.setattr(nv, "get_ptxas_version", lambda arch=80: line("V12.8.1"))
+    monkeypatch.setenv(desc.key, pytorchs)                # what Inductor set after the first use
+    env = compiler_env(arch=80)
+    assert env.get(desc.key) == bundled, env
+    # the parent's key names the tool the variable points at: that path, unchanged
+    monkeypatch.setattr(nv, "get_ptxas_version", lambda arch=80: line("V13.0.2"))
+    assert compiler_env(arch=80).get(desc.key) == pytorchs
+    # no tool of the parent's version: nothing pinned, the children compile as before
+    monkeypatch.setattr(nv, "get_ptxas_version", lambda arch=80: line("V9.99.1"))
+    assert desc.key not in compiler_env(arch=80)

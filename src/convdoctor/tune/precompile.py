@@ -16,7 +16,8 @@ dies or hangs costs only the kernels it held.
 
 A child builds each candidate the way the tuner does (`engine.runner` on a `CudaBackend` in that
 process, one buffer placement), so the kernel it compiles is the very specialisation the tuner
-asks for. The build launches the kernel once: a compile-only build (Triton's
+asks for, with the ptxas this process's Triton keys its cache with (`compiler_env`). The build
+launches the kernel once: a compile-only build (Triton's
 `JITFunction.run(..., warmup=True)`) did not leave a kernel the tuner's build found in the cache
 (on Triton 3.6 each of the tuner's builds then took as long as a compile), so it is not used.
 """
@@ -121,6 +122,44 @@ def default_workers(free_bytes: int | None = None, cpus: int | None = None) -> i
     return max(0, n)
 
 
+def compiler_env(arch: int | None = None) -> dict[str, str]:
+    """Environment variables that give a child this process's Triton compiler identity.
+
+    Triton keys its on-disk cache with the version of the ptxas it first used in a process (a
+    cached `get_ptxas_version`), while each compile reads `TRITON_PTXAS_PATH` anew. PyTorch's
+    Inductor points that variable at PyTorch's own ptxas once it compiles: a child started after
+    a `torch.compile` then used another ptxas than the parent's cache key names, and every kernel
+    it compiled was missed (an H100 with Triton 3.6: each of the tuner's builds took as long as
+    a compile). So each ptxas tool variable is set to the path whose version the parent's key
+    holds. {} where Triton, its NVIDIA backend or a GPU is missing."""
+    try:
+        from triton import knobs
+        from triton.backends.nvidia import compiler as nv
+
+        if arch is None:
+            import torch
+
+            major, minor = torch.cuda.get_device_capability()
+            arch = major * 10 + minor
+        try:
+            want = nv.get_ptxas_version(arch)
+        except TypeError:                     # older Triton: no arch argument
+            want = nv.get_ptxas_version()
+        env: dict[str, str] = {}
+        for name in ("ptxas", "ptxas_blackwell"):
+            desc = type(knobs.nvidia).__dict__.get(name)
+            if desc is None or not getattr(desc, "key", ""):
+                continue
+            for path in dict.fromkeys((getattr(knobs.nvidia, name).path, desc.default_path)):
+                out = subprocess.run([path, "--version"], capture_output=True, timeout=30)
+                if out.returncode == 0 and out.stdout.decode("utf-8") == want:
+                    env[desc.key] = path
+                    break
+        return env
+    except Exception:  # noqa: BLE001 - without it the children compile as they would anyway
+        return {}
+
+
 class Precompiler:
     """Child processes compiling `tasks` in order; see the module docstring."""
 
@@ -145,7 +184,8 @@ class Precompiler:
     # ---------------------------------------------------------------- parent side
     def start(self) -> Precompiler:
         self._started = True
-        env = {**os.environ, **(self._settings.to_env() if self._settings else {})}
+        env = {**os.environ, **(self._settings.to_env() if self._settings else {}),
+               **compiler_env()}
         src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         for _ in range(self.summary.workers):
