@@ -74,10 +74,11 @@ class HarnessConfig:
     hopeless_abs_s: float = 0.02
     hopeless_factor: float = 20.0
     # A FIRST run over `hopeless_first_s` that is also over `hopeless_factor` x the fastest second
-    # run so far drops the candidate without its second run. On six end-to-end tuning databases
-    # (H100, 2026-11-27: ConvNeXt-tiny, EfficientNet-B0, ResNet-50), a first run's one-time work
-    # added at most 0.24 s over the second run; one cuDNN setting on depthwise 7x7 fp32 weight
-    # gradients ran 0.7-3.7 s per call, and its second runs cost 8.1 s of a 41.8 s tuning run.
+    # run so far drops the candidate without its second run. In eight tuning databases of
+    # `optimize` runs (H100, 2026-11-27: ConvNeXt-tiny, EfficientNet-B0, ResNet-50, fp32 and bf16),
+    # a first run's one-time work added at most 0.24 s over the second run; one cuDNN setting on
+    # depthwise 7x7 fp32 weight gradients ran 0.7-3.7 s per call, and its second runs cost 8.1 s
+    # of a 41.8 s tuning run (benchmarks/results/optimize/tuning_costs_h100.jsonl.gz).
     hopeless_first_s: float = 1.0
     # Dropped as hopeless at `recall_factor` x the fastest or more: screened out before its first
     # run on the later problems of the same class that share `hopeless_memory` (`tune.hopeless`;
