@@ -22,7 +22,8 @@ rows so far while it runs).
     PYTHONPATH=src python lab/dwgrad_probe.py OUT.json --set all      # every suite layer too (31)
     PYTHONPATH=src python lab/dwgrad_probe.py --list [--set all]      # the problems; no GPU needed
     options: --match REGEX (problem names), --problem "NAME=wgrad n=.. c=.. ... groups=.." (adds
-    one, repeatable), --reps N (default 15), --budget-s S (default 270)
+    one, repeatable), --reps N (default 15), --budget-s S (default 270), --extra-configs C1,C2
+    (configurations timed besides the offered ones; each row's "offered" says which is which)
 """
 
 from __future__ import annotations
@@ -163,8 +164,8 @@ def _rel_err(a: Any, ref: Any) -> float:
     return d / r if r > 0 else d
 
 
-def probe_one(item: Item, reps: int, bw: float) -> dict[str, Any]:
-    """Every offered configuration and PyTorch's three paths on one problem."""
+def probe_one(item: Item, reps: int, bw: float, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Every offered configuration, the `extra` ones, and PyTorch's three paths on one problem."""
     import torch
 
     from convdoctor.kernels import dwgrad as dg
@@ -181,7 +182,8 @@ def probe_one(item: Item, reps: int, bw: float) -> dict[str, Any]:
     oh, ow = (1, out_sp[0]) if p.ndim == 1 else out_sp
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count
     cfgs: dict[str, Any] = {}
-    for cfg in dg.offered(p):
+    offered = dg.offered(p)
+    for cfg in dict.fromkeys((*offered, *(extra if offered else ()))):
         plan = dataclasses.asdict(dg.plan(p.n, p.c, oh, ow, dg.parse_config(cfg), sms))
         def launch(c: str = cfg) -> Any:
             return dg.run(x, dy, dw, stride=p.stride, pad_pre=p.pad_pre, dilation=p.dilation,
@@ -195,7 +197,7 @@ def probe_one(item: Item, reps: int, bw: float) -> dict[str, Any]:
             err = _rel_err(dw, ref)
             cfgs[cfg] = {**_timer_us(launch, reps), "rel_err": err,
                          "ok": bool(err <= TOLERANCE[p.dtype]), "first_call_s": first,
-                         "plan": plan}
+                         "plan": plan, "offered": cfg in offered}
         except Exception as exc:  # noqa: BLE001 - one configuration's failure is a result
             cfgs[cfg] = {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300],
                          "plan": plan}
@@ -291,7 +293,7 @@ def run(args: argparse.Namespace, items: list[Item], out: Path) -> int:
                   flush=True)
             break
         try:
-            row = probe_one(item, args.reps, bw["bytes_per_s"])
+            row = probe_one(item, args.reps, bw["bytes_per_s"], args.extra)
         except Exception as exc:  # noqa: BLE001 - the device is likely unusable now
             doc["rows"].append({"name": item.name, "problem": item.problem.key(),
                                 "error": f"{type(exc).__name__}: {exc}"[:500]})
@@ -330,9 +332,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=15, help="timed samples per path (default 15)")
     ap.add_argument("--budget-s", type=float, default=270.0,
                     help="start no new problem after this many seconds (default 270)")
+    ap.add_argument("--extra-configs", default="", metavar="C1,C2",
+                    help="configurations to time besides the offered ones, e.g. c64p2h8w4")
     ap.add_argument("--list", action="store_true", help="print the problems and exit")
     args = ap.parse_args(argv)
     try:
+        from convdoctor.kernels import dwgrad as dg
+
+        args.extra = tuple(c for c in args.extra_configs.split(",") if c.strip())
+        for c in args.extra:
+            try:
+                dg.parse_config(c)
+            except ValueError as exc:
+                raise UsageError(f"--extra-configs: {exc}") from None
         if args.reps < 3 or args.budget_s <= 0:
             raise UsageError("--reps must be at least 3 and --budget-s positive")
         items = problems(args.which, args.match, args.problem)
