@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from tune_fakes import SimBackend, SimCandidate, SimWorld
@@ -362,16 +363,21 @@ def test_a_measurably_slower_candidate_is_not_a_tie_for_its_smaller_workspace() 
     assert old <= 40, f"trap too weak: the 1% floor chose the faster one {old}/60"
 
 
+def _with_a_crawler(crawl_s: float, **cfg: Any) -> tuple[Any, SimWorld]:
+    """A fast, a crawling and a second-fastest candidate, tuned once (simulated time)."""
+    w = SimWorld(seed=3, candidates=[SimCandidate("eng:fast", 1e-3),
+                                     SimCandidate("eng:crawl", crawl_s),
+                                     SimCandidate("eng:second", 1.1e-3)],
+                 noise_sigma=0.01, outlier_p=0.0)
+    config = HarnessConfig(budget_s=0.5, now=w.now, sleep=w.sleep, **cfg)
+    return Harness(SimBackend(w), config).run(PROBLEM, {"backend": "sim"}), w
+
+
 def test_a_hopelessly_slow_candidate_is_dropped_after_its_second_run() -> None:
     # on an H100, a cuDNN knob setting ran ~1-2 s per call next to sub-millisecond engines; its
     # warm-up and screen samples would cost 50 s of a 66 s tuning run. Under a second a call,
     # the second run decides (a first run may carry one-time work)
-    w = SimWorld(seed=3, candidates=[SimCandidate("eng:fast", 1e-3),
-                                     SimCandidate("eng:crawl", 0.5),
-                                     SimCandidate("eng:second", 1.1e-3)],
-                 noise_sigma=0.01, outlier_p=0.0)
-    r = Harness(SimBackend(w), HarnessConfig(budget_s=0.5, now=w.now, sleep=w.sleep)).run(
-        PROBLEM, {"backend": "sim"})
+    r, w = _with_a_crawler(0.5)
     crawl = r.stats_for("eng:crawl")
     assert crawl is not None and crawl.status == "screened-out" and "hopeless" in crawl.reason
     assert "second run" in crawl.reason
@@ -397,12 +403,7 @@ def test_a_hopelessly_slow_candidate_is_dropped_after_its_second_run() -> None:
 def test_a_first_run_over_a_second_drops_a_hopeless_candidate_without_a_second() -> None:
     # on an H100 (ConvNeXt-tiny fp32 depthwise 7x7 wgrad) one cuDNN setting ran 0.7-3.7 s per
     # call, its first run included; its second runs cost 8 s of a 41.8 s tuning run
-    w = SimWorld(seed=3, candidates=[SimCandidate("eng:fast", 1e-3),
-                                     SimCandidate("eng:crawl", 1.5),
-                                     SimCandidate("eng:second", 1.1e-3)],
-                 noise_sigma=0.01, outlier_p=0.0)
-    r = Harness(SimBackend(w), HarnessConfig(budget_s=0.5, now=w.now, sleep=w.sleep)).run(
-        PROBLEM, {"backend": "sim"})
+    r, w = _with_a_crawler(1.5)
     crawl = r.stats_for("eng:crawl")
     assert crawl is not None and crawl.status == "screened-out"
     assert "hopeless: its first run took" in crawl.reason
