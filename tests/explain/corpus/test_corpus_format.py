@@ -50,13 +50,15 @@ def test_entry(name: str, row: dict) -> None:
             assert isinstance(row[f], str) and row[f].strip(), f"{f} must be a non-empty string"
     assert row["split"] == ("dev" if name.startswith("dev") else row["split"])
     assert row["split"] in ("dev", "blind", "blind2", "blind3", "blind4", "blind5", "blind6",
-                            "blind7", "blind8", "blind9", "blind10", "blind11", "blind12")
+                            "blind7", "blind8", "blind9", "blind10", "blind11", "blind12",
+                            "blind13")
     assert row["group"] in GROUPS
     assert row["cause"] in _cause_ids()
     assert row["opened"] is None or re.fullmatch(r"\d{4}-\d{2}-\d{2}", row["opened"])
     assert row["repo"] == split.repo_of(row["url"])
     if row["split"] in ("blind2", "blind3", "blind4", "blind5", "blind6", "blind7",
-                        "blind8", "blind9", "blind10", "blind11", "blind12"):   # later test sets
+                        "blind8", "blind9", "blind10", "blind11", "blind12",
+                        "blind13"):                                          # later test sets
         assert split.side_later(row["url"], row["opened"]) == "later"
     else:
         assert split.side(row["url"], row["opened"]) == row["split"]
@@ -149,7 +151,8 @@ LATER = {"blind2.jsonl": ("blind2", r"e[ptjo]\d{3}"), "blind3.jsonl": ("blind3",
          "blind9.jsonl": ("blind9", r"l[ptjo]\d{3}"),
          "blind10.jsonl": ("blind10", r"m[ptjo]\d{3}"),
          "blind11.jsonl": ("blind11", r"n[ptjo]\d{3}"),
-         "blind12.jsonl": ("blind12", r"o[ptjo]\d{3}")}
+         "blind12.jsonl": ("blind12", r"o[ptjo]\d{3}"),
+         "blind13.jsonl": ("blind13", r"p[ptjo]\d{3}")}
 
 
 def _later_rows(name: str) -> list[dict]:
