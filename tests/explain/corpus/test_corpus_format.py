@@ -41,28 +41,59 @@ def _cause_ids() -> set[str]:
     return set(json.loads(CAUSES.read_text(encoding="utf-8"))["causes"])
 
 
-@pytest.mark.parametrize(("name", "row"), ALL, ids=[r.get("id", "?") for _, r in ALL])
-def test_entry(name: str, row: dict) -> None:
+SPLITS = ("dev", "blind", *(f"blind{i}" for i in range(2, 14)))
+LATER_SPLITS = SPLITS[2:]              # blind2.. : the later test sets
+
+
+def _entry_problems(name: str, row: dict, causes: set[str]) -> list[str]:
+    """What is wrong with one row (empty when nothing)."""
     missing = [f for f in FIELDS if f not in row]
-    assert not missing, f"missing fields {missing}"
-    for f in FIELDS:
-        if f != "opened":
-            assert isinstance(row[f], str) and row[f].strip(), f"{f} must be a non-empty string"
-    assert row["split"] == ("dev" if name.startswith("dev") else row["split"])
-    assert row["split"] in ("dev", "blind", "blind2", "blind3", "blind4", "blind5", "blind6",
-                            "blind7", "blind8", "blind9", "blind10", "blind11", "blind12",
-                            "blind13")
-    assert row["group"] in GROUPS
-    assert row["cause"] in _cause_ids()
-    assert row["opened"] is None or re.fullmatch(r"\d{4}-\d{2}-\d{2}", row["opened"])
-    assert row["repo"] == split.repo_of(row["url"])
-    if row["split"] in ("blind2", "blind3", "blind4", "blind5", "blind6", "blind7",
-                        "blind8", "blind9", "blind10", "blind11", "blind12",
-                        "blind13"):                                          # later test sets
-        assert split.side_later(row["url"], row["opened"]) == "later"
-    else:
-        assert split.side(row["url"], row["opened"]) == row["split"]
-    assert len(row["text"].splitlines()) <= MAX_LINES
+    if missing:
+        return [f"missing fields {missing}"]
+    out = [f"{f} must be a non-empty string" for f in FIELDS
+           if f != "opened" and not (isinstance(row[f], str) and row[f].strip())]
+    if out:
+        return out
+    if name.startswith("dev") and row["split"] != "dev":
+        out.append("a dev file's rows have split 'dev'")
+    if row["split"] not in SPLITS:
+        out.append(f"split {row['split']!r}")
+    if row["group"] not in GROUPS:
+        out.append(f"group {row['group']!r}")
+    if row["cause"] not in causes:
+        out.append(f"cause {row['cause']!r}")
+    if not (row["opened"] is None or re.fullmatch(r"\d{4}-\d{2}-\d{2}", row["opened"])):
+        out.append(f"opened {row['opened']!r}")
+    if row["repo"] != split.repo_of(row["url"]):
+        out.append(f"repo {row['repo']!r} is not {split.repo_of(row['url'])!r}")
+    if row["split"] in LATER_SPLITS:
+        if split.side_later(row["url"], row["opened"]) != "later":
+            out.append("not on the later side of the split")
+    elif split.side(row["url"], row["opened"]) != row["split"]:
+        out.append(f"on the {split.side(row['url'], row['opened'])} side of the split")
+    if len(row["text"].splitlines()) > MAX_LINES:
+        out.append(f"text over {MAX_LINES} lines")
+    return out
+
+
+@pytest.mark.parametrize("name", [p.name for p in FILES])
+def test_entries(name: str) -> None:
+    causes = _cause_ids()
+    bad = [f"{r.get('id', '?')}: {why}" for n, r in ALL if n == name
+           for why in _entry_problems(name, r, causes)]
+    assert not bad, "\n".join(bad[:30])
+
+
+def test_a_bad_entry_is_named() -> None:
+    row = dict(next(r for n, r in ALL if n == "dev.jsonl"))
+    causes = _cause_ids()
+    assert _entry_problems("dev.jsonl", row, causes) == []
+    assert _entry_problems("dev.jsonl", {**row, "cause": "nope"}, causes) == ["cause 'nope'"]
+    assert _entry_problems("dev.jsonl", {**row, "split": "blind"}, causes)[0].startswith("a dev")
+    assert _entry_problems("dev.jsonl", {k: v for k, v in row.items() if k != "url"},
+                           causes) == ["missing fields ['url']"]
+    assert _entry_problems("dev.jsonl", {**row, "text": "x\n" * 121}, causes) == [
+        "text over 120 lines"]
 
 
 def test_ids_are_unique() -> None:
