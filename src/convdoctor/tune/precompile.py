@@ -321,6 +321,13 @@ class Precompiler:
             p.wait()
         for th in self._threads:
             th.join(timeout=5.0)
+        for p in self._procs:
+            for pipe in (p.stdin, p.stdout):
+                if pipe is not None:
+                    try:
+                        pipe.close()
+                    except OSError:
+                        pass
         self.summary.seconds = time.monotonic() - self._t0
         return self.summary
 
