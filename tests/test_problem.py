@@ -125,3 +125,13 @@ def test_from_real_trace() -> None:
     probs = [ConvProblem.from_conv_call(c) for c in calls]
     assert probs[0].key() == ConvProblem.parse("fprop n=2 c=3 h=16 w=16 k=8 r=3 s=3 pad=1").key()
     assert probs[1].direction == "dgrad" and probs[1].y_shape() == (2, 8, 16, 16)
+
+
+def test_depthwise_means_one_group_per_channel_and_one_output_channel_per_group() -> None:
+    def p(c: int, k: int, g: int) -> ConvProblem:
+        return ConvProblem.parse(f"fprop n=2 c={c} k={k} h=8 w=8 r=3 s=3 pad=1 groups={g}")
+
+    assert p(32, 32, 32).depthwise
+    assert not p(32, 64, 32).depthwise          # a channel multiplier of 2
+    assert not p(32, 32, 8).depthwise           # grouped
+    assert not p(1, 1, 1).depthwise             # dense, one channel

@@ -156,6 +156,11 @@ class ConvProblem:
     def ndim(self) -> int:
         return len(self.spatial)
 
+    @property
+    def depthwise(self) -> bool:
+        """One group per channel, one output channel per group (groups == C == K > 1)."""
+        return self.groups > 1 and self.groups == self.c == self.k
+
     def _out(self) -> tuple[int, ...]:
         return tuple(
             (i + pp + pq - dl * (kk - 1) - 1) // st + 1

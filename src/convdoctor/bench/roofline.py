@@ -22,8 +22,7 @@ TIME_FIELDS = ("heuristic_s", "benchmark_s", "tuned_s")
 
 def layer_class(p: ConvProblem) -> str:
     """e.g. "wgrad depthwise 7x7", "fprop 1x1 s2", "dgrad grouped 3x3", "fprop 3D 3x3x3"."""
-    kind = ("depthwise" if p.groups > 1 and p.groups == p.c == p.k else
-            "grouped" if p.groups > 1 else "")
+    kind = "depthwise" if p.depthwise else "grouped" if p.groups > 1 else ""
     kernel = "x".join(str(v) for v in p.kernel)
     stride = "" if all(s == 1 for s in p.stride) else "s" + "x".join(
         str(v) for v in sorted(set(p.stride)))

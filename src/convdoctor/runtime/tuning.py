@@ -45,8 +45,8 @@ BALANCE_FLOP_PER_BYTE = 200
 
 
 def importance_class(problem: ConvProblem) -> str:
-    """"dw-<direction>" for a depthwise problem (one group per input channel, more than one),
-    else "dense-<direction>"."""
+    """"dw-<direction>" for one group per input channel (more than one; any channel multiplier,
+    unlike `ConvProblem.depthwise`: the weights were fitted so), else "dense-<direction>"."""
     dw = problem.groups > 1 and problem.groups == problem.c
     return f"{'dw' if dw else 'dense'}-{problem.direction}"
 

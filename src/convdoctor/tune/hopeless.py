@@ -22,12 +22,7 @@ from ..problem import ConvProblem
 def problem_class(problem: ConvProblem) -> str:
     """The problem's key without its sizes (batch, channels, spatial size, padding)."""
     p = problem
-    if p.groups == 1:
-        grouping = "dense"
-    elif p.groups == p.c == p.k:
-        grouping = "depthwise"
-    else:
-        grouping = "grouped"
+    grouping = "depthwise" if p.depthwise else "grouped" if p.groups > 1 else "dense"
     return " ".join((p.direction, grouping, "x".join(map(str, p.kernel)),
                      "s" + "x".join(map(str, p.stride)), "d" + "x".join(map(str, p.dilation)),
                      p.dtype, p.math, p.layout, "det" if p.deterministic else "nondet"))

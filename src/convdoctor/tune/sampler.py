@@ -3,8 +3,8 @@
 Per problem: build each candidate's runner and time its first run; a first run of over a second,
 or else a second run, drops a hopeless candidate (far slower than the fastest seen) before
 anything else, and the later problems of its class in the run skip it (`tune.hopeless`); check
-the output against float64 (wrong -> disqualified); warm up until a step's times stop falling (`Settled`: lazy
-loading, first-run effects); screen with a few paired rounds and drop the candidates far behind;
+the output against float64 (wrong -> disqualified); warm up until a step's times stop falling
+(`Settled`: lazy loading, first-run effects); screen with a few paired rounds and drop the candidates far behind;
 let the finalists settle (a cuDNN plan's workspace guard); then sample the finalists round-robin,
 every finalist once per round on the round's buffer placement (so drift, throttling and placement
 hit all alike), until the stopping rule (`HarnessConfig.stopping()`,
