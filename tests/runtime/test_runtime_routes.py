@@ -336,3 +336,77 @@ def test_quick_tuning_on_a_gpu_leaves_the_least_promising_problems(monkeypatch) 
         res = T.find_results(probs, OptimizeOptions(progress=QuietProgress(), tuning=mode,
                                                     tune_time_limit_s=float("inf")), report)
         assert sm in res and report.left_minor == 0, (device, mode)
+
+
+class _Engine:
+    """An engine whose executor build is counted and can fail."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.builds, self.fail = 0, fail
+
+    def executor(self, key: str, problem: ConvProblem, reference_s: float | None = None) -> Any:
+        self.builds += 1
+        if self.fail:
+            raise RuntimeError("no plan for this layout")
+        from convdoctor.engines.flag_exec import default_exec
+        return default_exec()
+
+
+def test_fallback_executors_are_built_on_their_first_call_only() -> None:
+    from convdoctor.runtime.routes import LazyExec, RouteNotBuilt
+
+    p = ConvProblem.parse("fprop n=2 c=4 h=8 w=8 k=8 r=1 s=1")
+    res = _result(p, ("torch:heuristic", 40.0), ("torch:gemm", 50.0), backend="cuda")
+    chain = ExecutorCache("cpu", True, True, []).eager(p, res, False)
+    # the first is built; a non-PyTorch fallback behind it waits for its first call
+    assert [type(ex).__name__ for ex in chain] == ["FlagExec", "LazyExec"]
+    assert chain[1].key == "torch:gemm" and "first use" in chain[1].describe()
+    x, w = torch.randn(2, 4, 8, 8), torch.randn(8, 4, 1, 1)
+    args = S.ConvArgs(stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
+                      transposed=False, output_padding=(0, 0))
+    torch.testing.assert_close(chain[1].fprop(x, w, None, args),
+                               torch.nn.functional.conv2d(x, w))
+    assert chain[1].built is not None and not chain[1].is_noop()
+
+    eng = _Engine()
+    lazy = LazyExec("cudnn:x", p, eng)
+    assert eng.builds == 0
+    lazy.fprop(x, w, None, args)
+    lazy.fprop(x, w, None, args)
+    assert eng.builds == 1
+    bad_eng = _Engine(fail=True)
+    bad = LazyExec("cudnn:y", p, bad_eng)
+    for _ in range(2):  # a failed build is not retried on every call
+        with pytest.raises(RouteNotBuilt, match="no plan for this layout"):
+            bad.fprop(x, w, None, args)
+    assert bad_eng.builds == 1
+    from convdoctor.runtime import fallback as fb
+    assert fb.classify(RouteNotBuilt("x")) == "recoverable"
+
+
+def test_a_fallback_that_cannot_be_built_moves_the_chain_on_with_one_warning() -> None:
+    from convdoctor.engines.flag_exec import default_exec
+    from convdoctor.runtime import fallback as fb
+    from convdoctor.runtime.routes import LazyExec
+
+    class Failing:
+        key = "cudnn:first"
+
+        def fprop(self, *a: Any) -> Any:
+            raise RuntimeError("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED")
+
+    fb.reset_warnings()
+    p = ConvProblem.parse("fprop n=2 c=4 h=8 w=8 k=8 r=1 s=1")
+    conv = nn.Conv2d(4, 8, 1, bias=False)
+    site = S.install(conv, "c", "cpu")
+    try:
+        lazy = LazyExec("cudnn:second", p, _Engine(fail=True))
+        route = S.Route({d: [Failing(), lazy, default_exec()] for d in S.DIRS})
+        x = torch.randn(2, 4, 8, 8)
+        with pytest.warns(UserWarning) as caught:
+            y = site._run(route, 0, lambda ex: ex.fprop(x, conv.weight, None, site.args))
+        torch.testing.assert_close(y, conv._conv_forward(x, conv.weight, None))
+        assert route.current(0).key == "torch:default" and len(caught) == 1
+    finally:
+        S.uninstall(conv)
+        fb.reset_warnings()

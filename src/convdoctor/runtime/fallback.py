@@ -52,7 +52,8 @@ def classify(exc: BaseException) -> str:
         return "unrecoverable"
     if any(p in text for p in _patterns("recoverable_patterns")):
         return "recoverable"
-    if type(exc).__name__ in ("OutOfMemoryError", "CudnnError", "cudnnGraphNotSupportedError"):
+    if type(exc).__name__ in ("OutOfMemoryError", "CudnnError", "cudnnGraphNotSupportedError",
+                              "RouteNotBuilt"):
         return "recoverable"
     return "other"
 

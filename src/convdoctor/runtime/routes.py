@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..engines.flag_exec import flag_exec
 from ..engines.registry import engine_of
 from ..problem import ConvProblem
 from ..tune.select import route_order
@@ -50,7 +51,8 @@ def executors(keys: list[str], problem: ConvProblem, dev: str, notes: list[str],
     """Executors for `keys`, in order, from their engines (`engines.registry`); those that do not
     build here are skipped with a note. The first one, when its engine holds its setup to the
     tuned time (a cuDNN plan's workspace guard, unless `guard` is off), gets that time; the
-    fallbacks behind it are not timed: they rarely run. A replaced workspace is noted."""
+    fallbacks behind it are not timed: they rarely run, so all but PyTorch's own paths are built
+    on their first call (`LazyExec`), not here. A replaced workspace is noted."""
     out: list[Any] = []
     for key in keys:
         engine = engine_of(key)
@@ -58,6 +60,9 @@ def executors(keys: list[str], problem: ConvProblem, dev: str, notes: list[str],
             notes.append(f"candidate {key} has no runtime route; skipped")
             continue
         if engine.device not in (dev, "any"):
+            continue
+        if out and flag_exec(key) is None:
+            out.append(LazyExec(key, problem, engine))
             continue
         try:
             ref = None if out or not guard else tuned_s(result, key)
@@ -76,6 +81,54 @@ def executors(keys: list[str], problem: ConvProblem, dev: str, notes: list[str],
             notes.append(f"{key} for {problem.short()}: workspace guard not run "
                          f"({ex.guard_error}); the plan runs with its own workspace")
     return out
+
+
+class RouteNotBuilt(RuntimeError):
+    """A fallback executor could not be built on its first call: the chain moves on."""
+
+
+class LazyExec:
+    """A fallback executor built on its first call. A route's chain rarely goes past its first
+    executor, and building every cuDNN plan of every candidate up front cost seconds per model.
+    A build that fails raises `RouteNotBuilt` (every later call too), which the site's chain
+    treats like a backend error: it moves on to the next executor."""
+
+    kind = "lazy"
+
+    def __init__(self, key: str, problem: ConvProblem, engine: Any) -> None:
+        self.key, self.problem, self.engine = key, problem, engine
+        self.built: Any = None
+        self.error = ""
+
+    def get(self) -> Any:
+        """The executor, built now if it was not yet."""
+        if self.built is None:
+            if not self.error:
+                try:
+                    self.built = self.engine.executor(self.key, self.problem, None)
+                    if self.built is None:
+                        self.error = "no runtime route"
+                except Exception as exc:  # noqa: BLE001 - reported as RouteNotBuilt below
+                    self.error = f"{type(exc).__name__}: {exc}"
+            if self.built is None:
+                raise RouteNotBuilt(f"{self.key} for {self.problem.short()} could not be built: "
+                                    f"{self.error}")
+        return self.built
+
+    def fprop(self, x: Any, w: Any, b: Any, a: Any) -> Any:
+        return self.get().fprop(x, w, b, a)
+
+    def backward(self, gy: Any, x: Any, w: Any, bias_sizes: list[int] | None, a: Any,
+                 mask: tuple[bool, bool, bool]) -> tuple[Any, Any, Any]:
+        return self.get().backward(gy, x, w, bias_sizes, a, mask)  # type: ignore[no-any-return]
+
+    def is_noop(self) -> bool:
+        return False  # PyTorch's own paths are never lazy
+
+    def describe(self) -> str:
+        if self.built is not None:
+            return str(self.built.describe())
+        return f"{self.key} (built on first use)"
 
 
 class ExecutorCache:
