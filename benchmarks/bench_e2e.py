@@ -111,6 +111,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
                                "optimize_s": round(rep.optimize_s, 2),
                                "routing": bool(rep.routing),
                                "speedup": rep.speedup, "phase_s": dict(rep.phase_s),
+                               "route_builds": dict(rep.route_builds),
                                "decisions": rep.decisions, "precompile": dict(rep.precompile),
                                "channels_last": rep.channels_last, "graphs": rep.graphs,
                                "untuned": rep.untuned, "left_tiny": rep.left_tiny,

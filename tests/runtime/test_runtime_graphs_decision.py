@@ -72,8 +72,30 @@ def test_the_routes_capture_is_kept_when_its_replay_wins() -> None:
     assert routed and report.graphs and report.routing
     assert "graphed with the routes" in report.graphs_reason
     assert "-> graph routes" in report.routing_reason and "PyTorch's path" in report.routing_reason
-    assert m.forward is g_routed and g_routed.enabled and sites["0"].enabled
+    assert m.forward is g_routed and g_routed.enabled
+    # outside the graph (other shapes, torch.compile) the eager verdict holds: PyTorch's path
+    assert not sites["0"].enabled and "outside the graph, PyTorch's path" in report.routing_reason
     assert set(report.margins) == {"graphs", "graph_routes"}
+
+
+def test_routes_that_won_eagerly_too_run_outside_the_graph() -> None:
+    m, x, sites = _model()
+    g = FakeGraph(m, replay_s=0.020, eager_s=0.040)
+    g_routed = FakeGraph(m, replay_s=0.002, eager_s=0.040)
+    report, routed = _decide(g, g_routed, sites, m, x, routing=True)
+    assert routed and sites["0"].enabled
+    assert "outside the graph, the eager routes" in report.routing_reason
+
+
+def test_under_torch_compile_the_graphs_step_aside_before_any_untraceable_check(
+        monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    def untraceable() -> bool:
+        raise AssertionError("checked under torch.compile: a graph break")
+
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    monkeypatch.setattr(torch, "is_inference_mode_enabled", untraceable)
+    g = object.__new__(G.GraphedForward)
+    assert g.matches((torch.zeros(1),), {}) is False
 
 
 def test_a_routes_capture_that_never_replays_decides_nothing() -> None:

@@ -357,9 +357,11 @@ def test_fallback_executors_are_built_on_their_first_call_only() -> None:
 
     p = ConvProblem.parse("fprop n=2 c=4 h=8 w=8 k=8 r=1 s=1")
     res = _result(p, ("torch:heuristic", 40.0), ("torch:gemm", 50.0), backend="cuda")
-    chain = ExecutorCache("cpu", True, True, []).eager(p, res, False)
+    builds: dict[str, list[float]] = {}
+    chain = ExecutorCache("cpu", True, True, [], builds).eager(p, res, False)
     # the first is built; a non-PyTorch fallback behind it waits for its first call
     assert [type(ex).__name__ for ex in chain] == ["FlagExec", "LazyExec"]
+    assert sum(n for n, _ in builds.values()) == 1  # the build step counts what it built
     assert chain[1].key == "torch:gemm" and "first use" in chain[1].describe()
     x, w = torch.randn(2, 4, 8, 8), torch.randn(8, 4, 1, 1)
     args = S.ConvArgs(stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,

@@ -234,13 +234,17 @@ class GraphedForward:
 
     # ------------------------------------------------------------------ dispatch
     def matches(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        # first: under torch.compile nothing below is traced (is_inference_mode_enabled would
+        # break the graph), and the compiled model runs eagerly through the compiler
+        if torch.compiler.is_compiling():
+            return False
         if not self.enabled or kwargs or len(args) != len(self._sig):
             return False
         if self.model.training != self._training or torch.is_grad_enabled() != self.train:
             return False
         if torch.is_inference_mode_enabled() or amp_state() != self._amp:
             return False
-        if torch.compiler.is_compiling() or torch.cuda.is_current_stream_capturing():
+        if torch.cuda.is_current_stream_capturing():
             return False
         if self._pending is not None and self._pending() is not None:
             return False

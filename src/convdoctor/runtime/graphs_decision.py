@@ -127,8 +127,8 @@ def replay_graphs(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, us
             if g_routed is not None:
                 _graphs.attach(model, g_routed)
                 g_routed.enabled = True
-                for s in sites.values():
-                    s.enabled = True
+                # the sites stay as `replay_routing` left them: calls outside the graph (other
+                # shapes, torch.compile) route only where routing won eagerly
                 report.graphs = report.routing = report.graphs_routed = True
                 return True
         g = _graphs.install(model, args, opts.train)
@@ -227,14 +227,19 @@ def _apply(model: torch.nn.Module, report: OptimizeReport, c: GraphsChoice, ms: 
     if c.keep and c.routed and g_routed is not None and sites:
         _graphs.attach(model, g_routed)
         g_routed.enabled = True
+        # Calls outside the graph (other shapes and contexts, torch.compile) route only where
+        # routing won eagerly: routes that won under graphs alone won without their host cost,
+        # which every call outside a replay pays (under torch.compile too: a custom op each).
+        eager = report.routing  # the eager verdict (`verify_routing`) until set below
         for s in sites.values():
-            s.enabled = True  # eager fallbacks (other shapes, contexts) route too
-        other = "the eager routes" if report.routing else "PyTorch's path"
+            s.enabled = eager
+        other = "the eager routes" if eager else "PyTorch's path"
         report.routing = True
         report.graphs_routed = True
         report.routing_reason += (f"; under CUDA graphs, the graph routes (no host cost per "
                                   f"plan call) {ms['graphed_routed']:.3f} ms vs {other} "
-                                  f"{ms['graphed']:.3f} ms -> graph routes")
+                                  f"{ms['graphed']:.3f} ms -> graph routes; outside the "
+                                  f"graph, {other}")
         return True
     if c.keep:
         g.enabled = True

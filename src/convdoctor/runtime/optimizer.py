@@ -294,8 +294,9 @@ def _decide(model: torch.nn.Module, inputs: Any, opts: OptimizeOptions, report: 
         replay_routing(sites, report, bool(stored.routing_variant), stored.routing_variant)
         report.routing_reason = stored.routing_reason + REUSED
         report.verify_ms = dict(stored.verify_ms)
-        used = stored.graphs and replay_graphs(model, inputs, opts, use_cl, report, dev, sites,
-                                               stored.graphs_routed)
+        with _phase(report, "capture"):  # the stored graphs decision, captured without timing
+            used = stored.graphs and replay_graphs(model, inputs, opts, use_cl, report, dev,
+                                                   sites, stored.graphs_routed)
         if report.graphs or not stored.graphs:
             report.graphs_reason = stored.graphs_reason + (REUSED if stored.graphs_reason else "")
             report.graphs_ms = dict(stored.graphs_ms)

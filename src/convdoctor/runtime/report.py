@@ -65,8 +65,12 @@ class OptimizeReport:
     tuning_s: float = 0.0
     optimize_s: float = 0.0
     # seconds per step of `optimize` ("copy", "layout", "record", "tuning", "routes", "verify",
-    # "graphs", "speedup"): where the time to the first optimized step went
+    # "graphs", "speedup"; "capture" for stored graphs decisions applied): where the time to the
+    # first optimized step went
     phase_s: dict[str, float] = field(default_factory=dict)
+    # the "routes" step by engine: {engine name: [executors built, seconds]} (fallbacks behind a
+    # route's first executor are built on their first call, not counted here)
+    route_builds: dict[str, list[float]] = field(default_factory=dict)
     # the decisions that took an error path (a step failed, a capture failed): a report with any
     # is not stored for reuse, since the failure may not recur
     failed_steps: list[str] = field(default_factory=list)

@@ -11,6 +11,7 @@ CUDA graphs), kept only where it differs.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from ..engines.flag_exec import flag_exec
@@ -47,12 +48,14 @@ def baseline(result: Any) -> tuple[str, float | None]:
 
 
 def executors(keys: list[str], problem: ConvProblem, dev: str, notes: list[str],
-              result: Any = None, guard: bool = True) -> list[Any]:
+              result: Any = None, guard: bool = True,
+              builds: dict[str, list[float]] | None = None) -> list[Any]:
     """Executors for `keys`, in order, from their engines (`engines.registry`); those that do not
     build here are skipped with a note. The first one, when its engine holds its setup to the
     tuned time (a cuDNN plan's workspace guard, unless `guard` is off), gets that time; the
     fallbacks behind it are not timed: they rarely run, so all but PyTorch's own paths are built
-    on their first call (`LazyExec`), not here. A replaced workspace is noted."""
+    on their first call (`LazyExec`), not here. A replaced workspace is noted; `builds` gets
+    each engine's [executors built, seconds]."""
     out: list[Any] = []
     for key in keys:
         engine = engine_of(key)
@@ -64,12 +67,18 @@ def executors(keys: list[str], problem: ConvProblem, dev: str, notes: list[str],
         if out and flag_exec(key) is None:
             out.append(LazyExec(key, problem, engine))
             continue
+        t0 = time.monotonic()
         try:
             ref = None if out or not guard else tuned_s(result, key)
             ex = engine.executor(key, problem, ref)
         except Exception as exc:  # noqa: BLE001 - an executor that does not build is skipped
             notes.append(f"{key} for {problem.short()} not used: {type(exc).__name__}: {exc}")
             continue
+        finally:
+            if builds is not None:
+                n_s = builds.setdefault(engine.name, [0, 0.0])
+                n_s[0] += 1
+                n_s[1] = round(n_s[1] + time.monotonic() - t0, 4)
         if ex is None:
             notes.append(f"candidate {key} has no runtime route; skipped")
             continue
@@ -135,15 +144,18 @@ class ExecutorCache:
     """Executors per problem, built once however many signatures share the problem: the eager
     route's and the graph route's (empty when the graph ranking equals the eager one)."""
 
-    def __init__(self, dev: str, train: bool, guard: bool, notes: list[str]) -> None:
+    def __init__(self, dev: str, train: bool, guard: bool, notes: list[str],
+                 builds: dict[str, list[float]] | None = None) -> None:
         self.dev, self.train, self.guard, self.notes = dev, train, guard, notes
+        self.builds = builds
         self._cache: dict[tuple[str, bool, bool], list[Any]] = {}
 
     def _build(self, p: ConvProblem, res: Any, transposed: bool, graphed: bool) -> list[Any]:
         keys = route_order(res, transposed=transposed, train=self.train, graphed=graphed)
         if graphed and keys == [ex.key for ex in self.eager(p, res, transposed)]:
             return []
-        return executors(keys, p, self.dev, self.notes, res, guard=self.guard)
+        return executors(keys, p, self.dev, self.notes, res, guard=self.guard,
+                         builds=self.builds)
 
     def _get(self, p: ConvProblem, res: Any, transposed: bool, graphed: bool) -> list[Any]:
         k = (p.key(), transposed, graphed)
@@ -218,7 +230,8 @@ def build_routes(sites: dict[str, _site.Site], calls: Calls, results: Results,
     """Give every recorded signature of every site its route from `results` (a problem without a
     result: PyTorch's path), and a graph route where `opts.graph_routes(dev)` and the ranking
     without host cost differs; each signature's choices go to `report.layers`."""
-    cache = ExecutorCache(dev, opts.train, opts.settings.ws_guard, report.notes)
+    cache = ExecutorCache(dev, opts.train, opts.settings.ws_guard, report.notes,
+                          report.route_builds)
     graph_routes = opts.graph_routes(dev)
     for name, sigs in calls.per_site.items():
         for key, (rec, probs) in sigs.items():
