@@ -4,6 +4,7 @@ example matches its own pattern and is seen by the streaming pre-filter."""
 from __future__ import annotations
 
 import json
+import re
 from importlib import resources
 
 from convdoctor.explain.engine import analyze
@@ -115,3 +116,29 @@ def test_template_files_are_what_their_generators_write() -> None:
         assert build.stale() == []
     finally:
         sys.path.remove(str(path.parent))
+
+
+def test_a_templates_pasted_variant_takes_elided_values_missing_stops_and_cut_lines() -> None:
+    from convdoctor.explain.kb import loose_regex
+
+    text = "Grid size {grid_size} will likely result in GPU under-utilization due to low occupancy."
+    rx = re.compile(loose_regex(text, ("grid_size",)) or "", re.IGNORECASE)
+    m = rx.search("NumbaPerformanceWarning: Grid size ... will likely result in GPU under-utilization")
+    assert m is not None and m.group("grid_size") == "..."
+    assert rx.search("Grid size 4 will likely result in GPU under-utilization due to low occupancy")
+    # the whole message may go on; a cut one must end its line
+    assert rx.search("Grid size 4 will likely result in GPU under-utilization due to low occupancy. x")
+    assert not rx.search("Grid size 4 will likely result in GPU under-utilization, we think")
+    # fewer than 60 % of the words is not the message
+    assert not rx.search("Grid size 4 will likely")
+    assert loose_regex("Out of memory.") is None            # too short to cut
+    assert loose_regex("Line one of it\n{x}\nand line three of it") is None   # several lines
+
+
+def test_library_statuses_printed_as_numbers() -> None:
+    d = analyze(list(enumerate(["cuFFT error: 2 /src/fft.cu 978"], 1)))
+    assert d.cause_id == "gpu-out-of-memory"
+    d = analyze(list(enumerate(["Check failed: (cufftPlanMany(&p, 1, &n)) == CUFFT_SUCCESS (2 vs. 0)"], 1)))
+    assert d.cause_id == "gpu-out-of-memory"
+    # a number that is not a status of that library says nothing
+    assert analyze(list(enumerate(["cuFFT error: 3.5 seconds"], 1))).cause_id == "unknown"

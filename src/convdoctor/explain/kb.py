@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -156,6 +157,11 @@ def _source_templates(name: str, data: dict[str, Any]) -> Iterator[Pattern]:
                         origin="template")
         except re.error:
             continue
+        loose = loose_regex(t.get("text", ""), re.compile(t["regex"]).groupindex)
+        if loose:
+            yield _make(pid + "#loose", loose, causes, role, unknown=unknown, examples=ex,
+                        note=t.get("rationale", "") or "a pasted variant of " + pid, source=where,
+                        levels=tuple(t.get("levels", ())), origin="template")
         head = template_head(t.get("text", ""))
         if head:
             yield _make(pid + "#head", _literal_regex(head), causes, role, unknown=unknown,
@@ -163,7 +169,8 @@ def _source_templates(name: str, data: dict[str, Any]) -> Iterator[Pattern]:
                         source=where, levels=tuple(t.get("levels", ())), origin="template")
 
 
-_PLACEHOLDER = re.compile(r"%[-+ #0]*\d*(?:\.\d+)?[a-zA-Z]|\{[^{}]*\}|\$\d")
+_PLACEHOLDER = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|ll|I64|I32|[hlLqjzt])?[a-zA-Z]"
+                          r"|\{[^{}]*\}|\$\d")
 HEAD_MIN = 20
 
 
@@ -178,6 +185,55 @@ def template_head(text: str) -> str | None:
     if len(head) < HEAD_MIN or _PLACEHOLDER.search(head) or head == text.strip():
         return None
     return head
+
+
+LOOSE_TOKENS = 4          # a pasted variant keeps at least this many words of a template ...
+LOOSE_SHARE = 0.6        # ... and this share of them
+_ELIDED = r"[^\n]{1,120}?"   # a value: as printed, or elided by the poster ("...", "<path>")
+
+
+def loose_regex(text: str, names: Iterable[str] = ()) -> str | None:
+    """A template's text as people paste it: every value may be anything on the line (a poster's
+    "..." included), the closing full stop may be missing, and the message may stop at the end of
+    a line once it has kept LOOSE_SHARE of the template's words (at least LOOSE_TOKENS) and
+    HEAD_MIN literal characters. A value named `{x}` with x in `names` (the template regex's
+    groups) is captured under that name, once. None for templates too short or too vague."""
+    words = text.split()
+    if len(words) < LOOSE_TOKENS or "\n" in text.strip():
+        return None  # short, or several lines (patterns run on one line)
+    wanted = set(names)
+    parts: list[str] = []
+    literal = [0]
+    for i, w in enumerate(words):
+        if i == len(words) - 1 and len(w) > 1 and w[-1] in ".!?;:":
+            w, end = w[:-1], "(?:" + re.escape(w[-1]) + ")?"
+        else:
+            end = ""
+        out, pos = [], 0
+        for m in _PLACEHOLDER.finditer(w):
+            out.append(re.escape(w[pos:m.start()].replace("%%", "%")))
+            name = m.group(0)[1:-1]
+            if name in wanted:
+                wanted.discard(name)
+                out.append(f"(?P<{name}>{_ELIDED})")
+            else:
+                out.append(_ELIDED)
+            pos = m.end()
+        out.append(re.escape(w[pos:].replace("%%", "%")))
+        literal.append(literal[-1] + len(_PLACEHOLDER.sub("", w)))
+        parts.append("".join(out) + end)
+    need = max(LOOSE_TOKENS, math.ceil(LOOSE_SHARE * len(words)))
+    while need < len(words) and literal[need] < HEAD_MIN:
+        need += 1
+    if literal[need] < HEAD_MIN or literal[need] == 0:
+        return None
+    if need >= len(words):
+        return None  # no cut kept: the template's own regex and head cover it
+    # a cut message ends its line; the whole one goes on as it likes (`_full` marks it)
+    tail = "(?P<_full>)"
+    for w in reversed(parts[need:]):
+        tail = r"(?:\s+" + w + tail + ")?"
+    return r"\s+".join(parts[:need]) + tail + r"(?(_full)|(?=[ \t]*(?:\n|\Z)))"
 
 
 def _literal_regex(text: str) -> str:
@@ -214,6 +270,18 @@ def _library_statuses() -> Iterator[Pattern]:
             yield _make(f"{lib['library'].lower()}:{st['name']}", rf"\b{st['name']}\b", causes, st["role"],
                         unknown=unknown, examples=({"text": st["name"], "source": lib["source"]},),
                         note=st.get("rationale", ""), source=lib["source"], origin="library-status")
+            if "number" in st and lib.get("success"):
+                yield _make(f"{lib['library'].lower()}:{st['name']}#number",
+                            _numbered(lib["library"], lib["success"], int(st["number"])), causes,
+                            st["role"], unknown=unknown, note=st.get("rationale", ""),
+                            source=lib["source"], origin="library-status")
+
+
+def _numbered(library: str, success: str, number: int) -> str:
+    """A library status printed as its number: "cuFFT error: 5", "CUFFT error(5)", or a glog
+    check against the success status, "== CUFFT_SUCCESS (2 vs. 0)"."""
+    return (rf"\b{re.escape(library)}\s*(?:error|status|failure)\s*(?:code\s*)?[:=(#]?\s*{number}\b"
+            rf"(?!\.\d)|\b{re.escape(success)}\s*\({number} vs\. 0\)")
 
 
 def _cuda_errors(data: dict[str, Any]) -> Iterator[Pattern]:
