@@ -150,3 +150,47 @@ def test_a_stored_results_listing_notes_are_not_repeated(tmp_path: Path, monkeyp
     again = json.loads(capsys.readouterr().out)
     assert "loaded from the tuning database" in again["results"][0]["notes"]
     assert not any("stopped at its time budget" in n for n in again["notes"])
+
+
+def test_on_a_gpu_the_kernels_of_the_problems_to_tune_are_compiled_ahead(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from convdoctor.cli.tune import start_precompiler
+    from convdoctor.problem import ConvProblem
+    from convdoctor.settings import current
+    from convdoctor.tune import precompile as P
+
+    started: list[tuple[list[str], int]] = []
+
+    class FakePre:
+        def __init__(self, tasks: list[P.Task], *, workers: int, settings: object) -> None:
+            started.append(([t.problem for t in tasks], workers))
+
+        def start(self) -> FakePre:
+            return self
+
+    class FakeDB:
+        def lookup(self, p: ConvProblem, env: dict[str, str]) -> object:
+            return type("L", (), {"status": "hit" if p.n == 1 else "miss"})()
+
+    monkeypatch.setattr(P, "Precompiler", FakePre)
+    monkeypatch.setattr(P, "triton_tasks", lambda ps, s, sm: [P.Task(p.key(), "triton:x")
+                                                               for p in ps])
+    monkeypatch.setattr(P, "free_gpu_bytes", lambda: 80 << 30)
+    probs = [ConvProblem.parse(PROBLEM), ConvProblem.parse(PROBLEM.replace("n=1", "n=2"))]
+    s = replace(current(), precompile=3)
+    # the CPU backend, or no children asked for: nothing compiled ahead
+    assert start_precompiler(probs, s, {"backend": "cpu"}, None, False) is None
+    assert start_precompiler(probs, replace(s, precompile=0), {"backend": "cuda"}, None,
+                             False) is None
+    # a problem the database holds is not compiled for, unless --force tunes it again
+    assert start_precompiler(probs, s, {"backend": "cuda", "sm_count": "132"}, FakeDB(),
+                             False) is not None
+    assert started[-1] == ([probs[1].key()], 3)
+    start_precompiler(probs, s, {"backend": "cuda", "sm_count": "132"}, FakeDB(), True)
+    assert started[-1] == ([probs[0].key(), probs[1].key()], 3)
+    # -1: the machine decides (here the free GPU memory and 16 CPUs)
+    monkeypatch.setattr(P.os, "cpu_count", lambda: 16)
+    start_precompiler(probs, replace(s, precompile=-1), {"backend": "cuda"}, None, False)
+    assert started[-1][1] == P.default_workers(80 << 30) == 12

@@ -144,6 +144,30 @@ def _trace_config(path: str | None) -> Any:
     return HarnessConfig(trace=file_trace(path))
 
 
+def start_precompiler(problems: list[ConvProblem], settings: Settings, env: dict[str, str],
+                      db: Any, force: bool) -> Any:
+    """Compile the Triton kernels of the problems this run will tune ahead, in child processes
+    (`tune.precompile`), while it tunes: a CUDA backend only, `settings.precompile` children (-1:
+    the machine's CPUs and free GPU memory decide, 0: none). None where there is nothing to do."""
+    if env.get("backend") != "cuda" or not settings.triton or settings.precompile == 0:
+        return None
+    from ..tune.precompile import Precompiler, default_workers, free_gpu_bytes, triton_tasks
+
+    todo = problems if db is None or force else [
+        p for p in problems if db.lookup(p, env).status != "hit"]
+    try:
+        tasks = triton_tasks(todo, settings, int(env.get("sm_count") or 0))
+        workers = settings.precompile
+        if workers < 0:
+            free = free_gpu_bytes()
+            workers = default_workers(free) if free is not None else min(4, default_workers())
+        if workers <= 0 or not tasks:
+            return None
+        return Precompiler(tasks, workers=workers, settings=settings).start()
+    except Exception:  # noqa: BLE001 - without it the tuner compiles each kernel itself
+        return None
+
+
 def run(args: argparse.Namespace) -> int:
     from ..progress import Progress
     from ..tune.harness import environment_of, tune_problem
@@ -165,13 +189,20 @@ def run(args: argparse.Namespace) -> int:
     be = make_backend(args.backend, isolate=not args.no_isolate, timeout_s=args.timeout,
                       settings=settings)
     notes: list[str] = []
+    pre: Any = None
+    precompiled: dict[str, Any] = {}
     try:
         env = environment_of(be)
         budget = args.budget if args.budget is not None else (3.0 if be.name == "cpu" else 10.0)
+        pre = start_precompiler(problems, settings, env, db, args.force)
         results = []
         with Progress(len(problems), "tuning", enabled=None if not args.json else False) as bar:
             for p in problems:
                 bar.update(0, p.short())
+                if pre is not None:
+                    from ..tune.precompile import PRECOMPILE_WAIT_S
+
+                    pre.wait(p.key(), PRECOMPILE_WAIT_S)
                 if db is not None and not args.force:
                     lk = db.lookup(p, env)
                     if lk.status == "stale":
@@ -187,6 +218,8 @@ def run(args: argparse.Namespace) -> int:
         peaks_fn = getattr(be, "peaks", None)
         peaks = peaks_fn() if callable(peaks_fn) else None
     finally:
+        if pre is not None:
+            precompiled = pre.close().to_dict()
         shutdown = getattr(be, "shutdown", None)
         if callable(shutdown):
             shutdown()
@@ -194,10 +227,14 @@ def run(args: argparse.Namespace) -> int:
             db.close()
 
     notes += result_notes(results)
+    if precompiled.get("tasks"):
+        notes.append(f"{precompiled['compiled']} of {precompiled['tasks']} Triton kernels compiled "
+                     f"ahead in {precompiled['workers']} processes")
     rows = [summary_row(r, peaks) for r in results]
     payload = {"kind": "tune", "backend": env.get("backend"), "env": env,
                "db": None if db is None else str(db.path), "peaks": peaks, "rows": rows,
-               "results": [r.to_dict(with_samples=False) for r in results], "notes": notes}
+               "results": [r.to_dict(with_samples=False) for r in results], "notes": notes,
+               "precompile": precompiled}
     lines = [f"backend: {env.get('backend')}  ({', '.join(f'{k}={v}' for k, v in env.items() if k != 'backend')})"]
     if db is not None:
         lines.append(f"database: {db.path}")

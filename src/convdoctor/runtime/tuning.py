@@ -16,6 +16,7 @@ from typing import Any
 
 from ..problem import ConvProblem
 from ..settings import Settings
+from ..tune.precompile import PRECOMPILE_WAIT_S
 from .feedback import Clock, tuning_feedback
 from .options import OptimizeOptions
 from .quiet import own_steps
@@ -24,9 +25,6 @@ from .report import OptimizeReport
 # problem key -> (tuning result, "db" | "tuned")
 Results = dict[str, tuple[Any, str]]
 
-# How long a problem's tuning waits for its Triton kernels from the precompiler; past that the
-# tuner compiles what is missing itself.
-PRECOMPILE_WAIT_S = 60.0
 
 # Quick tuning on a GPU leaves a problem this small on PyTorch's path instead of tuning it: at most
 # TINY_FLOPS of arithmetic and TINY_BYTES of memory traffic, under half a microsecond of an

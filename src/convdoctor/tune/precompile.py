@@ -40,6 +40,9 @@ from ..settings import Settings
 
 # GPU memory a child may take: its CUDA context and one placement of a problem's buffers
 CHILD_BYTES = 1 << 30
+# How long a problem's tuning waits for its Triton kernels from the precompiler; past that the
+# tuner compiles what is missing itself.
+PRECOMPILE_WAIT_S = 60.0
 DEFAULT_SPEC = "convdoctor.tune.precompile:compile_task"
 
 
@@ -109,6 +112,24 @@ def triton_tasks(problems: Sequence[ConvProblem], settings: Settings, sm_count: 
                     seen.add(t)
                     out.append(t)
     return out
+
+
+def free_gpu_bytes() -> int | None:
+    """Free memory of the first GPU this process sees, from NVML without a CUDA context (None:
+    not known)."""
+    try:
+        import pynvml
+
+        first = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip()
+        pynvml.nvmlInit()
+        try:
+            h = (pynvml.nvmlDeviceGetHandleByIndex(int(first)) if first.isdigit()
+                 else pynvml.nvmlDeviceGetHandleByUUID(first))
+            return int(pynvml.nvmlDeviceGetMemoryInfo(h).free)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no NVML, no GPU, a MIG or odd device name
+        return None
 
 
 def default_workers(free_bytes: int | None = None, cpus: int | None = None) -> int:
