@@ -101,10 +101,11 @@ def test_build_default_is_first_buildable_heuristic_plan() -> None:
     assert plan.name == "eng1" and plan.key == "cudnn:eng1" and plan.source == "A"
 
 
-def test_build_by_name_finds_mode_b_and_enumerated_plans_and_caches() -> None:
+def test_build_by_name_builds_the_named_configuration_and_caches() -> None:
     p = P(f"dgrad {BASE} dtype=float16")
+    # a plan heuristic mode B lists is built from its own configuration, without the queries
     b = cudnn_plan.build_plan(p, "eng4_k2=0_k24=0", handle=1, device=0)
-    assert b.source == "B" and b.workspace_bytes == 64
+    assert b.source == "enum" and b.workspace_bytes == 64
     assert cudnn_plan.build_plan(p, "eng4_k2=0_k24=0", handle=1, device=0) is b
     e = cudnn_plan.build_plan(p, "eng4_k2=3_k24=1", handle=1, device=0)
     assert e.source == "enum"

@@ -90,8 +90,8 @@ def build_plan(problem: ConvProblem, plan_name: str | None = None, handle: Any =
                *, device: int | None = None) -> ConvPlan:
     """The named plan (None: the best heuristic plan that passes the note filter).
 
-    Looks in heuristic modes A, B, FALLBACK, then in the enumerated configs of the plan's
-    engine. Raises LookupError when no such plan exists for this problem here, and
+    Builds the named engine configuration directly, else looks in heuristic modes A, B,
+    FALLBACK, then in the enumerated configs of the plan's engine. Raises LookupError when no such plan exists for this problem here, and
     RuntimeError (with cuDNN's message) when it exists but does not build.
     """
     torch, _ = import_cudnn()
@@ -112,18 +112,19 @@ def build_plan(problem: ConvProblem, plan_name: str | None = None, handle: Any =
                                "(heuristic modes A, B, FALLBACK all failed)")
         policy.parse_plan_name(plan_name)  # ValueError for a malformed name
         last = ""
+        # its own engine configuration first: one graph and one build, where the heuristic
+        # modes cost a query each (mode B's the most) before the named plan comes up
+        named = _named_plan(problem, h, plan_name, dev)
+        if named is not None and named[1] is not None:
+            return named[1]
         for mode in policy.HEUR_MODES:
             for info, plan in _mode_plans(problem, h, mode, dev, only=plan_name):
                 if info.name == plan_name:
                     if plan is not None:
                         return plan
                     last = info.reason
-        named = _named_plan(problem, h, plan_name, dev)
         if named is not None:
-            info, plan = named
-            if plan is not None:
-                return plan
-            last = info.reason
+            last = named[0].reason
         engine, _ = policy.parse_plan_name(plan_name)
         for info, plan in _engine_plans(problem, h, engine, dev):
             if info.name == plan_name:
