@@ -461,7 +461,9 @@ def test_a_failure_no_pattern_knows_is_answered_from_its_words_as_a_weaker_answe
                 "update it\n").to_dict()
     assert d["cause"] == "driver-too-old", d
     top = d["causes"][0]
-    assert BACKOFF_REASON in top["reasons"] and top["confidence"] < 0.9
+    # flagged as weaker and calibrated with the generic statuses' curve, never as decisive (on the
+    # blind sets' first runs such answers were right 11 times in 11)
+    assert BACKOFF_REASON in top["reasons"] and not top["decisive"] and top["confidence"] < 0.99
     assert "words-driver-too-old" in d["looked_at"]["patterns_fired"]
     # a known message decides; the backoff words beside it add nothing
     d = explain("RuntimeError: CUDA error: out of memory\nthe installed driver is too old\n").to_dict()
