@@ -75,7 +75,8 @@ class Settings:
                                         "reference (measured, never routed)", result=True)
     precompile: int = _s(-1, "CONVDOCTOR_PRECOMPILE",
                          "child processes compiling convdoctor's Triton kernels ahead of "
-                         "`optimize`'s tuning (-1: all CPU cores but two, at most 12; 0: none)",
+                         "tuning (`optimize`, `convdoctor tune`; -1: all CPU cores but two, at "
+                         "most 12; 0: none)",
                          lo=-1)
     cpu_min_share: float = _s(0.6, "CONVDOCTOR_CPU_MIN_SHARE",
                               "CPU tuning: discard a batch of samples when the process got less "
