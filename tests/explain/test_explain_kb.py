@@ -142,3 +142,11 @@ def test_library_statuses_printed_as_numbers() -> None:
     assert d.cause_id == "gpu-out-of-memory"
     # a number that is not a status of that library says nothing
     assert analyze(list(enumerate(["cuFFT error: 3.5 seconds"], 1))).cause_id == "unknown"
+
+
+def test_cuda_statuses_printed_as_numbers_after_the_api_call() -> None:
+    d = analyze(list(enumerate(["panicked at 'cudaHostRegister error: 35 ptr: 0x7efe93615b80'"], 1)))
+    assert d.cause_id == "driver-too-old"
+    # "CUDA error 36" or a library's "cuFFT error: 5" is not a CUDA API call's status number
+    fired = analyze(list(enumerate(["cuFFT error: 5 /src/rir.cu 978"], 1))).looked_at["patterns_fired"]
+    assert not any(p.startswith("cuda:") for p in fired), fired

@@ -293,6 +293,15 @@ def _cuda_errors(data: dict[str, Any]) -> Iterator[Pattern]:
             role = e.get("role", "context")
             causes, unknown = _scaled(e.get("causes", {}), role)
             alts = [rf"\b{re.escape(e['name'])}\b"]
+            num = e.get("number")
+            if num is not None and e.get("legacy_number", num) == num:
+                # the status printed as a number after the API call that returned it
+                # ("cudaHostRegister error: 35", "cuInit failed: 999")
+                # (case-sensitive: an API name, not "CUDA error 36" or "cuFFT error: 5")
+                api = ("(?-i:cuda[A-Z])" if table == "runtime" else
+                       "(?-i:cu(?!BLAS|Blas|FFT|Solver|SOLVER|Sparse|SPARSE|Rand|RAND|DNN|Tensor)"
+                       "[A-Z][a-z])")
+                alts.append(rf"\b{api}\w*(?:\(\))?\s+(?:error|failed|returned)\W{{0,3}}{int(num)}\b(?!\.\d)")
             desc = (e.get("description") or "").strip().rstrip(".")
             if len(desc.split()) >= 2:
                 lit = _literal_regex(desc)
