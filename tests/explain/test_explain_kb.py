@@ -150,3 +150,16 @@ def test_cuda_statuses_printed_as_numbers_after_the_api_call() -> None:
     # "CUDA error 36" or a library's "cuFFT error: 5" is not a CUDA API call's status number
     fired = analyze(list(enumerate(["cuFFT error: 5 /src/rir.cu 978"], 1))).looked_at["patterns_fired"]
     assert not any(p.startswith("cuda:") for p in fired), fired
+
+
+def test_required_literals_look_through_hoisted_boundaries_and_groups() -> None:
+    from convdoctor.explain.kb import required_literals
+
+    # the parser hoists a \b every alternative starts with out of the alternation
+    assert required_literals(r"\bcuFFT\s*error|\bCUFFT_SUCCESS \(2") == ("cufft",
+                                                                           "cufft_success (2")
+    # a run inside a group counts on its own: the longest of "cuda" and "error"
+    assert required_literals(r"\b(?-i:cuda[A-Z])\w*\s+error") == ("error",)
+    assert required_literals(r"\b(?-i:cuda[A-Z])\w*\s+ab") == ("cuda",)
+    assert required_literals(r"(?:ab|cd)efg") == ("efg",)     # no literal certain in the group
+    assert required_literals(r"a|bc") is None

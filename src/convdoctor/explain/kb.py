@@ -65,13 +65,15 @@ def required_literals(pattern: str) -> tuple[str, ...] | None:
     """For each top-level alternative of `pattern`, its longest run of literal characters (>= 3).
 
     A line can only match if it contains one of them; None when some alternative has no such run.
-    Derived from the regex parse tree, so it cannot drift from the pattern.
+    Derived from the regex parse tree, so it cannot drift from the pattern. Zero-width assertions
+    the parser hoists out of the alternatives (a `\\b` they all start with) are looked through, and
+    so are groups in a sequence (a run inside one counts, not joined with its neighbours).
     """
     try:
         from re import _parser as sre_parse  # type: ignore[attr-defined]
     except ImportError:  # Python 3.10
         import sre_parse  # type: ignore[no-redef]
-    tree = list(sre_parse.parse(pattern))
+    tree = [(op, av) for op, av in sre_parse.parse(pattern) if str(op) != "AT"]
     branches: list[list] = [tree]  # type: ignore[type-arg]
     if len(tree) == 1:
         op, av = tree[0]
@@ -81,18 +83,28 @@ def required_literals(pattern: str) -> tuple[str, ...] | None:
             branches = [list(b) for b in list(av[-1])[0][1][1]]
     keys: list[str] = []
     for seq in branches:
-        best, run = "", ""
-        for op, av in seq:
-            if str(op) == "LITERAL":
-                run += chr(av)
-            else:
-                best = max(best, run, key=len)
-                run = ""
-        best = max(best, run, key=len)
+        best = _longest_run(seq)
         if len(best) < 3:
             return None
         keys.append(best.lower())
     return tuple(dict.fromkeys(keys))
+
+
+def _longest_run(seq: Any) -> str:
+    """The longest run of consecutive literal characters in a parsed sequence, looking into groups
+    (a group's own runs count alone; an alternation inside one gives nothing certain)."""
+    best, run = "", ""
+    for op, av in seq:
+        if str(op) == "LITERAL":
+            run += chr(av)
+            continue
+        best = max(best, run, key=len)
+        run = ""
+        if str(op) == "SUBPATTERN":
+            body = list(av[-1])
+            if not any(str(o) == "BRANCH" for o, _ in body):
+                best = max(best, _longest_run(body), key=len)
+    return max(best, run, key=len)
 
 
 def _load(name: str) -> Any:
@@ -294,14 +306,13 @@ def _cuda_errors(data: dict[str, Any]) -> Iterator[Pattern]:
             causes, unknown = _scaled(e.get("causes", {}), role)
             alts = [rf"\b{re.escape(e['name'])}\b"]
             num = e.get("number")
-            if num is not None and e.get("legacy_number", num) == num:
-                # the status printed as a number after the API call that returned it
-                # ("cudaHostRegister error: 35", "cuInit failed: 999")
-                # (case-sensitive: an API name, not "CUDA error 36" or "cuFFT error: 5")
-                api = ("(?-i:cuda[A-Z])" if table == "runtime" else
-                       "(?-i:cu(?!BLAS|Blas|FFT|Solver|SOLVER|Sparse|SPARSE|Rand|RAND|DNN|Tensor)"
-                       "[A-Z][a-z])")
-                alts.append(rf"\b{api}\w*(?:\(\))?\s+(?:error|failed|returned)\W{{0,3}}{int(num)}\b(?!\.\d)")
+            if table == "runtime" and role == "failure" and num is not None \
+                    and e.get("legacy_number", num) == num:
+                # a failure status printed as a number after the runtime call that returned it
+                # ("cudaHostRegister error: 35"; the call's name read case-sensitively, so not
+                # "CUDA error 36")
+                alts.append(rf"\b(?-i:cuda[A-Z])\w*(?:\(\))?\s+(?:error|failed|returned)\W{{0,3}}"
+                            rf"{int(num)}\b(?!\.\d)")
             desc = (e.get("description") or "").strip().rstrip(".")
             if len(desc.split()) >= 2:
                 lit = _literal_regex(desc)
