@@ -163,3 +163,20 @@ def test_required_literals_look_through_hoisted_boundaries_and_groups() -> None:
     assert required_literals(r"\b(?-i:cuda[A-Z])\w*\s+ab") == ("cuda",)
     assert required_literals(r"(?:ab|cd)efg") == ("efg",)     # no literal certain in the group
     assert required_literals(r"a|bc") is None
+
+
+def test_a_status_number_is_not_a_count_and_a_cut_never_ends_on_a_value() -> None:
+    from convdoctor.explain.kb import loose_regex
+
+    for line in ("cudaGetDeviceCount returned 3 devices", "cuBLAS status 14 of 20 handles",
+                 "cudaMemcpy failed 2 times, retrying"):
+        fired = analyze([(1, line)]).looked_at["patterns_fired"]
+        assert not any("#number" in p or p.startswith("cuda:cuda") for p in fired), (line, fired)
+    # cut right after a value: the value would take the rest of the line, so no such cut
+    rx = re.compile(loose_regex("cuDNN status Error in: file: {file} line: {line} "
+                                "function: {func}") or "", re.IGNORECASE)
+    assert not rx.search("cuDNN status Error in: file: src/conv.c, continuing with CPU fallback")
+    assert rx.search("cuDNN status Error in: file: src/conv.c line: 78 function: fwd")
+    assert rx.search("cuDNN status Error in: file: src/conv.c line:")   # cut after a word
+    # many values: no pasted variant (a near miss would backtrack long)
+    assert loose_regex("a {a} b {b} c {c} d {d} e {e} f {f} failure here") is None

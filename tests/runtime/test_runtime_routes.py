@@ -412,3 +412,46 @@ def test_a_fallback_that_cannot_be_built_moves_the_chain_on_with_one_warning() -
     finally:
         S.uninstall(conv)
         fb.reset_warnings()
+
+
+def test_a_lazy_build_out_of_memory_is_tried_again_and_none_runs_inside_a_capture(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from convdoctor.runtime import routes as R
+
+    class OomOnce(_Engine):
+        def executor(self, key: str, problem: ConvProblem, reference_s: float | None = None) -> Any:
+            if self.builds == 0:
+                self.builds += 1
+                raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            return super().executor(key, problem, reference_s)
+
+    p = ConvProblem.parse("fprop n=2 c=4 h=8 w=8 k=8 r=1 s=1")
+    eng = OomOnce()
+    lazy = R.LazyExec("cudnn:x", p, eng)
+    monkeypatch.setattr(R, "_capturing", lambda: True)
+    with pytest.raises(R.RouteNotBuilt, match="capture"):
+        lazy.get()
+    assert eng.builds == 0                       # nothing allocated inside a capture
+    monkeypatch.setattr(R, "_capturing", lambda: False)
+    with pytest.raises(R.RouteNotBuilt, match="out of memory"):
+        lazy.get()
+    assert lazy.get() is not None and eng.builds == 2   # memory may be free on a later call
+
+
+def test_the_build_count_holds_only_what_was_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    from convdoctor.runtime import routes as R
+
+    class Named(_Engine):
+        device, name = "any", "fake"
+
+    engines = {"fake:bad": Named(fail=True), "fake:good": Named()}
+    monkeypatch.setattr(R, "engine_of", engines.get)
+    monkeypatch.setattr(R, "flag_exec", lambda key: None)
+    p = ConvProblem.parse("fprop n=2 c=4 h=8 w=8 k=8 r=1 s=1")
+    builds: dict[str, list[float]] = {}
+    notes: list[str] = []
+    out = R.executors(["fake:bad", "fake:good", "fake:bad"], p, "cpu", notes, builds=builds)
+    # the failed build is a note, the next one built, and the one behind it waits (lazy)
+    assert [type(ex).__name__ for ex in out] == ["FlagExec", "LazyExec"]
+    assert any("fake:bad" in n and "not used" in n for n in notes)
+    assert builds == {"fake": [1, builds["fake"][1]]}

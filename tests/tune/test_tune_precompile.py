@@ -93,6 +93,13 @@ def test_triton_tasks_are_the_tuners_triton_candidates_in_problem_order(monkeypa
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")   # offered without a GPU, as under the interpreter
     dw_kernel.unavailable.cache_clear()           # (cached per process: another test may have asked)
+    try:
+        _check_triton_tasks()
+    finally:
+        dw_kernel.unavailable.cache_clear()       # the interpreter's answer stays with this test
+
+
+def _check_triton_tasks() -> None:
     dw = ConvProblem.parse("fprop n=8 c=32 k=32 h=28 w=28 r=7 s=7 pad=3 groups=32 "
                            "dtype=float32 layout=nchw")
     dense = ConvProblem.parse("wgrad n=8 c=3 k=16 h=32 w=32 r=3 s=3 pad=1 dtype=float32 "
@@ -106,7 +113,6 @@ def test_triton_tasks_are_the_tuners_triton_candidates_in_problem_order(monkeypa
     assert all(t.candidate.startswith("triton:") for t in on)
     assert {t.candidate.split("_")[0] for t in on if t.problem == dw.key()} == {"triton:dw"}
     assert triton_tasks(probs, Settings(triton=False), 132) == []
-    dw_kernel.unavailable.cache_clear()           # the interpreter's answer stays with this test
 
 
 @pytest.mark.gpu

@@ -218,13 +218,15 @@ def run(args: argparse.Namespace) -> int:
         peaks_fn = getattr(be, "peaks", None)
         peaks = peaks_fn() if callable(peaks_fn) else None
     finally:
-        if pre is not None:
-            precompiled = pre.close().to_dict()
-        shutdown = getattr(be, "shutdown", None)
-        if callable(shutdown):
-            shutdown()
-        if db is not None:
-            db.close()
+        try:
+            if pre is not None:
+                precompiled = pre.close().to_dict()
+        finally:
+            shutdown = getattr(be, "shutdown", None)
+            if callable(shutdown):
+                shutdown()
+            if db is not None:
+                db.close()
 
     notes += result_notes(results)
     if precompiled.get("tasks"):

@@ -201,6 +201,7 @@ def template_head(text: str) -> str | None:
 
 LOOSE_TOKENS = 4          # a pasted variant keeps at least this many words of a template ...
 LOOSE_SHARE = 0.6        # ... and this share of them
+LOOSE_VALUES = 4         # templates with more values than this get no pasted variant
 _ELIDED = r"[^\n]{1,120}?"   # a value: as printed, or elided by the poster ("...", "<path>")
 
 
@@ -213,6 +214,8 @@ def loose_regex(text: str, names: Iterable[str] = ()) -> str | None:
     words = text.split()
     if len(words) < LOOSE_TOKENS or "\n" in text.strip():
         return None  # short, or several lines (patterns run on one line)
+    if len(_PLACEHOLDER.findall(text)) > LOOSE_VALUES:
+        return None  # every value a lazy wildcard: a line that nearly matches backtracks long
     wanted = set(names)
     parts: list[str] = []
     literal = [0]
@@ -241,10 +244,13 @@ def loose_regex(text: str, names: Iterable[str] = ()) -> str | None:
         return None
     if need >= len(words):
         return None  # no cut kept: the template's own regex and head cover it
-    # a cut message ends its line; the whole one goes on as it likes (`_full` marks it)
+    # a cut message ends its line; the whole one goes on as it likes (`_full` marks it). It is
+    # cut only after a word that ends in literal text: a value there would take the rest of the
+    # line for itself.
     tail = "(?P<_full>)"
-    for w in reversed(parts[need:]):
-        tail = r"(?:\s+" + w + tail + ")?"
+    for i in range(len(parts) - 1, need - 1, -1):
+        cut_before = not parts[i - 1].endswith(_ELIDED) and not parts[i - 1].endswith(_ELIDED + ")")
+        tail = r"(?:\s+" + parts[i] + tail + (")?" if cut_before else ")")
     return r"\s+".join(parts[:need]) + tail + r"(?(_full)|(?=[ \t]*(?:\n|\Z)))"
 
 
@@ -293,7 +299,12 @@ def _numbered(library: str, success: str, number: int) -> str:
     """A library status printed as its number: "cuFFT error: 5", "CUFFT error(5)", or a glog
     check against the success status, "== CUFFT_SUCCESS (2 vs. 0)"."""
     return (rf"\b{re.escape(library)}\s*(?:error|status|failure)\s*(?:code\s*)?[:=(#]?\s*{number}\b"
-            rf"(?!\.\d)|\b{re.escape(success)}\s*\({number} vs\. 0\)")
+            rf"{_NOT_A_COUNT}|\b{re.escape(success)}\s*\({number} vs\. 0\)")
+
+
+# after a status number: not a decimal, nor a count ("returned 3 devices", "failed 2 times")
+_NOT_A_COUNT = (r"(?!\.\d)(?!\s*(?:times?|devices?|GPUs?|of|out|handles?|bytes?|[KMG]i?B|%|"
+                r"retr|attempt)\b)")
 
 
 def _cuda_errors(data: dict[str, Any]) -> Iterator[Pattern]:
@@ -312,7 +323,7 @@ def _cuda_errors(data: dict[str, Any]) -> Iterator[Pattern]:
                 # ("cudaHostRegister error: 35"; the call's name read case-sensitively, so not
                 # "CUDA error 36")
                 alts.append(rf"\b(?-i:cuda[A-Z])\w*(?:\(\))?\s+(?:error|failed|returned)\W{{0,3}}"
-                            rf"{int(num)}\b(?!\.\d)")
+                            rf"{int(num)}\b{_NOT_A_COUNT}")
             desc = (e.get("description") or "").strip().rstrip(".")
             if len(desc.split()) >= 2:
                 lit = _literal_regex(desc)

@@ -11,6 +11,7 @@ CUDA graphs), kept only where it differs.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -74,14 +75,13 @@ def executors(keys: list[str], problem: ConvProblem, dev: str, notes: list[str],
         except Exception as exc:  # noqa: BLE001 - an executor that does not build is skipped
             notes.append(f"{key} for {problem.short()} not used: {type(exc).__name__}: {exc}")
             continue
-        finally:
-            if builds is not None:
-                n_s = builds.setdefault(engine.name, [0, 0.0])
-                n_s[0] += 1
-                n_s[1] = round(n_s[1] + time.monotonic() - t0, 4)
         if ex is None:
             notes.append(f"candidate {key} has no runtime route; skipped")
             continue
+        if builds is not None:   # what was built, and the seconds it took
+            n_s = builds.setdefault(engine.name, [0, 0.0])
+            n_s[0] += 1
+            n_s[1] = round(n_s[1] + time.monotonic() - t0, 4)
         out.append(ex)
         g = getattr(ex, "guard", None)
         if g is not None and g.replaced:
@@ -92,6 +92,15 @@ def executors(keys: list[str], problem: ConvProblem, dev: str, notes: list[str],
     return out
 
 
+def _capturing() -> bool:
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
+    except Exception:  # noqa: BLE001 - no CUDA here: nothing is being captured
+        return False
+
+
 class RouteNotBuilt(RuntimeError):
     """A fallback executor could not be built on its first call: the chain moves on."""
 
@@ -99,8 +108,10 @@ class RouteNotBuilt(RuntimeError):
 class LazyExec:
     """A fallback executor built on its first call. A route's chain rarely goes past its first
     executor, and building every cuDNN plan of every candidate up front cost seconds per model.
-    A build that fails raises `RouteNotBuilt` (every later call too), which the site's chain
-    treats like a backend error: it moves on to the next executor."""
+    A build that fails raises `RouteNotBuilt`, which the site's chain treats like a backend error:
+    it moves on to the next executor. A build refused for good (the engine cannot build this
+    key here) is not tried again; one that ran out of memory is, on a later call, and none is
+    tried inside a CUDA graph capture (building allocates, which would break the capture)."""
 
     kind = "lazy"
 
@@ -108,21 +119,31 @@ class LazyExec:
         self.key, self.problem, self.engine = key, problem, engine
         self.built: Any = None
         self.error = ""
+        self._lock = threading.Lock()
 
     def get(self) -> Any:
         """The executor, built now if it was not yet."""
-        if self.built is None:
-            if not self.error:
+        if self.built is not None:
+            return self.built
+        with self._lock:
+            if self.built is None and not self.error:
+                if _capturing():
+                    raise RouteNotBuilt(f"{self.key} for {self.problem.short()}: not built "
+                                        "inside a CUDA graph capture")
                 try:
                     self.built = self.engine.executor(self.key, self.problem, None)
                     if self.built is None:
                         self.error = "no runtime route"
                 except Exception as exc:  # noqa: BLE001 - reported as RouteNotBuilt below
-                    self.error = f"{type(exc).__name__}: {exc}"
+                    why = f"{type(exc).__name__}: {exc}"
+                    if "out of memory" not in why.lower() and "OutOfMemory" not in why:
+                        self.error = why          # for good; memory may be free on a later call
+                    raise RouteNotBuilt(f"{self.key} for {self.problem.short()} could not be "
+                                        f"built: {why}") from exc
             if self.built is None:
                 raise RouteNotBuilt(f"{self.key} for {self.problem.short()} could not be built: "
                                     f"{self.error}")
-        return self.built
+            return self.built
 
     def fprop(self, x: Any, w: Any, b: Any, a: Any) -> Any:
         return self.get().fprop(x, w, b, a)

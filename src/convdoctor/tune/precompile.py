@@ -115,20 +115,22 @@ def triton_tasks(problems: Sequence[ConvProblem], settings: Settings, sm_count: 
 
 
 def free_gpu_bytes() -> int | None:
-    """Free memory of the first GPU this process sees, from NVML without a CUDA context (None:
-    not known)."""
+    """The least free memory among the GPUs NVML sees, without a CUDA context (None: not known,
+    or no GPU visible). The least: NVML numbers GPUs by PCI bus, CUDA by speed unless
+    CUDA_DEVICE_ORDER says otherwise, so the card this process will use is not known here."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) == "":
+        return None
     try:
         import pynvml
 
-        first = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip()
         pynvml.nvmlInit()
         try:
-            h = (pynvml.nvmlDeviceGetHandleByIndex(int(first)) if first.isdigit()
-                 else pynvml.nvmlDeviceGetHandleByUUID(first))
-            return int(pynvml.nvmlDeviceGetMemoryInfo(h).free)
+            free = [int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).free)
+                    for i in range(int(pynvml.nvmlDeviceGetCount()))]
         finally:
             pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - no NVML, no GPU, a MIG or odd device name
+        return min(free) if free else None
+    except Exception:  # noqa: BLE001 - no NVML, no driver, a MIG instance NVML will not read
         return None
 
 
