@@ -151,19 +151,16 @@ def start_precompiler(problems: list[ConvProblem], settings: Settings, env: dict
     the machine's CPUs and free GPU memory decide, 0: none). None where there is nothing to do."""
     if env.get("backend") != "cuda" or not settings.triton or settings.precompile == 0:
         return None
-    from ..tune.precompile import Precompiler, default_workers, free_gpu_bytes, triton_tasks
+    from ..tune.precompile import default_workers, free_gpu_bytes, start_for
 
     todo = problems if db is None or force else [
         p for p in problems if db.lookup(p, env).status != "hit"]
     try:
-        tasks = triton_tasks(todo, settings, int(env.get("sm_count") or 0))
         workers = settings.precompile
         if workers < 0:
             free = free_gpu_bytes()
             workers = default_workers(free) if free is not None else min(4, default_workers())
-        if workers <= 0 or not tasks:
-            return None
-        return Precompiler(tasks, workers=workers, settings=settings).start()
+        return start_for(todo, settings, int(env.get("sm_count") or 0), workers)
     except Exception:  # noqa: BLE001 - without it the tuner compiles each kernel itself
         return None
 

@@ -256,18 +256,14 @@ class Tuning:
         if not self._cuda():
             return None
         try:
-            from ..tune.precompile import Precompiler, triton_tasks
+            from ..tune.precompile import start_for, triton_tasks
 
-            tasks = triton_tasks(problems, self.settings, int(self.env["sm_count"]) if self.env
-                                 else 0)
+            sm = int(self.env["sm_count"]) if self.env else 0
             if self._pre is not None:
                 pre, self._pre = self._pre, None
-                pre.add(tasks, seal=True)
+                pre.add(triton_tasks(problems, self.settings, sm), seal=True)
                 return pre
-            workers = self._precompile_workers()
-            if workers == 0 or not tasks:
-                return None
-            return Precompiler(tasks, workers=workers, settings=self.settings).start()
+            return start_for(problems, self.settings, sm, self._precompile_workers())
         except Exception:  # noqa: BLE001 - without it the tuner compiles each kernel itself
             return None
 

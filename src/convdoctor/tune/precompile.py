@@ -114,6 +114,16 @@ def triton_tasks(problems: Sequence[ConvProblem], settings: Settings, sm_count: 
     return out
 
 
+def start_for(problems: Sequence[ConvProblem], settings: Settings, sm_count: int,
+              workers: int) -> Precompiler | None:
+    """A started `Precompiler` for the Triton kernels of `problems` in `workers` children (what
+    `optimize` and `convdoctor tune` start); None when there is nothing to compile or no child."""
+    tasks = triton_tasks(problems, settings, sm_count)
+    if workers <= 0 or not tasks:
+        return None
+    return Precompiler(tasks, workers=workers, settings=settings).start()
+
+
 def free_gpu_bytes() -> int | None:
     """The least free memory among the GPUs NVML sees, without a CUDA context (None: not known,
     or no GPU visible). The least: NVML numbers GPUs by PCI bus, CUDA by speed unless
