@@ -164,12 +164,13 @@ def _source_templates(name: str, data: dict[str, Any]) -> Iterator[Pattern]:
         ex = ({"text": t["example"], "source": where},) if t.get("example") else ()
         pid = f"{name[:-5]}:{t['id']}"
         try:
-            yield _make(pid, t["regex"], causes, role, unknown=unknown, examples=ex,
+            own = _make(pid, t["regex"], causes, role, unknown=unknown, examples=ex,
                         note=t.get("rationale", ""), source=where, levels=tuple(t.get("levels", ())),
                         origin="template")
         except re.error:
             continue
-        loose = loose_regex(t.get("text", ""), re.compile(t["regex"]).groupindex)
+        yield own
+        loose = loose_regex(t.get("text", ""), own.regex.groupindex)
         if loose:
             yield _make(pid + "#loose", loose, causes, role, unknown=unknown, examples=ex,
                         note=t.get("rationale", "") or "a pasted variant of " + pid, source=where,
@@ -240,7 +241,7 @@ def loose_regex(text: str, names: Iterable[str] = ()) -> str | None:
     need = max(LOOSE_TOKENS, math.ceil(LOOSE_SHARE * len(words)))
     while need < len(words) and literal[need] < HEAD_MIN:
         need += 1
-    if literal[need] < HEAD_MIN or literal[need] == 0:
+    if literal[need] < HEAD_MIN:
         return None
     if need >= len(words):
         return None  # no cut kept: the template's own regex and head cover it
