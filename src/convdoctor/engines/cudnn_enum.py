@@ -91,7 +91,8 @@ def build_plan(problem: ConvProblem, plan_name: str | None = None, handle: Any =
     """The named plan (None: the best heuristic plan that passes the note filter).
 
     Builds the named engine configuration directly, else looks in heuristic modes A, B,
-    FALLBACK, then in the enumerated configs of the plan's engine. Raises LookupError when no such plan exists for this problem here, and
+    FALLBACK, then in the enumerated configs of the plan's engine. Raises LookupError when no
+    such plan exists for this problem here, and
     RuntimeError (with cuDNN's message) when it exists but does not build.
     """
     torch, _ = import_cudnn()
