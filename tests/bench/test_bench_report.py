@@ -97,3 +97,13 @@ def test_a_loss_under_one_percent_is_printed_as_a_loss() -> None:
     doc = dict(_doc([b]), summary=summarize([b]))
     doc["summary"]["wall_s"] = 1.0
     assert "(worst 0.9996x)" in human(doc)
+
+
+def test_a_row_with_more_winners_than_notes_still_reads() -> None:
+    # a file whose rows were edited to time a third choice: no notes for it, and none needed
+    r = {**_row("p", 2.0, 2.0, 1.0), "winners": ["w", None, "v"], "tune_notes": [[], []]}
+    doc = _doc([r])
+    doc["summary"] = {**doc["summary"], **summarize([r])}
+    assert "no winner in tuning run 2 for p: no reason recorded" in human(doc)
+    r["tune_notes"] = [[], ["listing failed: cuDNN"]]
+    assert "no winner in tuning run 2 for p: listing failed: cuDNN" in human(doc)

@@ -18,7 +18,7 @@ def emit(args: argparse.Namespace, payload: dict[str, Any]) -> int:
 
     if getattr(args, "out", None):
         write_out(args.out, payload)
-    print_out(args, payload, human(payload))
+    print_out(args, payload, "" if getattr(args, "json", False) else human(payload))
     if getattr(args, "report", None):
         from ..htmlreport import report_for_bench
 
@@ -150,8 +150,10 @@ def _run_notes(rows: list[dict[str, Any]], s: dict[str, Any], bl: str) -> list[s
         lines.append(f"note: the figures vs {bl} cover {nb} of {s['measured']} rows (the others "
                      f"have no {bl} time)")
     for r in rows:
+        notes = r.get("tune_notes") or []
         for i, w in enumerate(r["winners"]):
-            why = (r.get("tune_notes") or [[]] * len(r["winners"]))[i]
+            # a row whose notes do not line up with its winners (an edited file) has no reason
+            why = notes[i] if i < len(notes) and isinstance(notes[i], list) else []
             if w is None:
                 lines.append(f"no winner in tuning run {i + 1} for {r['problem']}: "
                              + ("; ".join(why[:3]) or "no reason recorded"))
