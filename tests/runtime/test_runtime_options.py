@@ -165,7 +165,11 @@ def test_quick_tuning_reaches_every_tuning(tmp_path: Path,
     O.optimize(m, x, db=tmp_path / "q.sqlite3", tune_missing=False, channels_last=False,
                verify=False, isolate=False, backend="cpu")
     O.restore(m)
-    assert seen and all(s.tune_prescreen > 0 and not s.cudnn_refine for s in seen)
+    from convdoctor.settings import QUICK
+
+    assert seen and all(s.tune_prescreen == QUICK["tune_prescreen"]
+                        and s.cudnn_refine_budget_s == QUICK["cudnn_refine_budget_s"]
+                        for s in seen)
 
 
 def test_tuning_mode_sets_the_tuning_settings_and_keeps_the_users() -> None:
