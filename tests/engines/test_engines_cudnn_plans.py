@@ -267,6 +267,11 @@ def test_backend_candidates_cap_keeps_rank_order_and_marks_determinism(monkeypat
     by = {c.key: c for c in cands}
     assert not by["cudnn:eng2_k17=0"].deterministic and by["cudnn:eng1"].deterministic
     assert "tensor_core" in by["cudnn:eng0_k2=1"].notes
+    # a refinement budget of 0 (quick tuning's) is no refinement either
+    be.settings = be.settings.replace(cudnn_refine=True, cudnn_refine_budget_s=0.0)
+    cands = fk.cudnn_candidates(be, P(f"fprop {BASE} dtype=float16"))
+    dual = be.listing_info()["dual"]
+    assert dual.get("heuristic_order") and len(dual["kept"]) == 3
     be.settings = be.settings.replace(cudnn_max_plans=4, cudnn_dual=False)
     capped = [c.key for c in fk.cudnn_candidates(be, P(f"fprop {BASE} dtype=float16"))]
     assert capped == ["cudnn:eng0_k2=1", "cudnn:eng1", "cudnn:eng2_k17=0", "cudnn:eng0_k2=0"]

@@ -71,8 +71,9 @@ def test_a_wrong_but_fast_candidate_is_caught_after_the_prescreen() -> None:
 
 def test_quick_tuning_settings() -> None:
     s = for_tuning(Settings(), "quick")
-    assert s.tune_prescreen == QUICK["tune_prescreen"] and s.cudnn_refine
-    assert s.cudnn_refine_budget_s == QUICK["cudnn_refine_budget_s"] < Settings().cudnn_refine_budget_s
+    assert s.tune_prescreen == QUICK["tune_prescreen"] and s.cudnn_refine_budget_s == 0
+    # a refinement budget the user chose is kept: knob refinement within it
+    assert for_tuning(Settings(cudnn_refine_budget_s=1.0), "quick").cudnn_refine_budget_s == 1.0
     assert s.result_key() != "default"
     # a setting the user chose is kept
     mine = Settings(cudnn_refine_budget_s=1.0, cudnn_refine=True, tune_prescreen=3)

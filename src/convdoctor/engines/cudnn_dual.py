@@ -174,7 +174,7 @@ def _listing(problem: ConvProblem, backend: Any) -> list[Candidate]:
     rec: dict[str, Any] = {"problem": dual.key()}
     backend.last_listing["dual"] = rec
     own = getattr(backend.last_refinement, "quick_us", None) or {}
-    if not own and not s.cudnn_refine:
+    if not own and (not s.cudnn_refine or s.cudnn_refine_budget_s <= 0):
         # no quick times to compare with (knob refinement is off, as in quick tuning): the dual
         # problem's first heuristic plans are offered as they are, for the harness to time
         return _heuristic_duals(problem, dual, backend, rec)
