@@ -156,6 +156,18 @@ def test_cuda_statuses_printed_as_numbers_after_the_api_call() -> None:
     assert not any(p.startswith("cuda:") for p in fired), fired
 
 
+def test_driver_statuses_as_dotnet_enum_members_and_cuResult_numbers() -> None:
+    # ManagedCuda and CUDAfy print CUresult's members: ErrorIllegalAddress, ErrorOutOfMemory
+    d = analyze(list(enumerate(["ManagedCuda.CudaException: 'ErrorIllegalAddress: kernel failed'"], 1)))
+    assert d.cause_id == "illegal-memory-access"
+    d = analyze(list(enumerate(["CUresult error  result=2 file=csrc/saver.cpp func=cu_mem_create"], 1)))
+    assert d.cause_id == "gpu-out-of-memory"
+    # the member reads case-sensitively, and a CUresult number that is a count says nothing
+    assert analyze(list(enumerate(["errorillegaladdress"], 1))).cause_id == "unknown"
+    fired = analyze(list(enumerate(["CUresult error: 2 devices found"], 1))).looked_at["patterns_fired"]
+    assert not any(p.startswith("cuda:") for p in fired), fired
+
+
 def test_required_literals_look_through_hoisted_boundaries_and_groups() -> None:
     from convdoctor.explain.kb import required_literals
 

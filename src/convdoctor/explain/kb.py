@@ -308,6 +308,11 @@ _NOT_A_COUNT = (r"(?!\.\d)(?!\s*(?:times?|devices?|GPUs?|of|out|handles?|bytes?|
                 r"retr|attempt)\b)")
 
 
+def _pascal_driver_name(name: str) -> str:
+    """CUDA_ERROR_ILLEGAL_ADDRESS -> ErrorIllegalAddress (the .NET wrappers' enum member)."""
+    return "Error" + "".join(w.capitalize() for w in name[len("CUDA_ERROR_"):].split("_"))
+
+
 def _cuda_errors(data: dict[str, Any]) -> Iterator[Pattern]:
     src = data.get("source", {})
     for table in ("runtime", "driver"):
@@ -325,6 +330,13 @@ def _cuda_errors(data: dict[str, Any]) -> Iterator[Pattern]:
                 # "CUDA error 36")
                 alts.append(rf"\b(?-i:cuda[A-Z])\w*(?:\(\))?\s+(?:error|failed|returned)\W{{0,3}}"
                             rf"{int(num)}\b{_NOT_A_COUNT}")
+            if table == "driver" and e["name"].startswith("CUDA_ERROR_"):
+                # .NET wrappers (ManagedCuda, CUDAfy) print the enum member: ErrorIllegalAddress
+                alts.append(rf"\b(?-i:{_pascal_driver_name(e['name'])})\b")
+                if role == "failure" and num is not None:
+                    # a CUresult printed as its number: "CUresult error result=2"
+                    alts.append(rf"\bCUresult\b[^\n]{{0,24}}?\b(?:result|error|code|status)\s*[=:]\s*"
+                                rf"{int(num)}\b{_NOT_A_COUNT}")
             desc = (e.get("description") or "").strip().rstrip(".")
             if len(desc.split()) >= 2:
                 lit = _literal_regex(desc)
