@@ -166,6 +166,12 @@ def test_driver_statuses_as_dotnet_enum_members_and_cuResult_numbers() -> None:
     assert analyze(list(enumerate(["errorillegaladdress"], 1))).cause_id == "unknown"
     fired = analyze(list(enumerate(["CUresult error: 2 devices found"], 1))).looked_at["patterns_fired"]
     assert not any(p.startswith("cuda:") for p in fired), fired
+    # a status number after the driver or runtime call that returned it
+    assert analyze(list(enumerate(["CUDA not supported: cuInit() returned 100"], 1))).cause_id == "no-driver"
+    d = analyze(list(enumerate(["cudaRuntimeGetVersion() failed with error #35"], 1)))
+    assert d.cause_id == "driver-too-old"
+    fired = analyze(list(enumerate(["cuDeviceGetCount returned 3 devices"], 1))).looked_at["patterns_fired"]
+    assert not any(p.startswith("cuda:") for p in fired), fired
 
 
 def test_required_literals_look_through_hoisted_boundaries_and_groups() -> None:

@@ -303,6 +303,10 @@ def _numbered(library: str, success: str, number: int) -> str:
             rf"{_NOT_A_COUNT}|\b{re.escape(success)}\s*\({number} vs\. 0\)")
 
 
+# what follows an API call's name before the status number: "error: 35", "returned 100", "failed
+# with error #35"
+_CALL_FAILED = r"(?:error|failed|returned)(?:\s+(?:with\s+)?error)?\W{0,3}"
+
 # after a status number: not a decimal, nor a count ("returned 3 devices", "failed 2 times")
 _NOT_A_COUNT = (r"(?!\.\d)(?!\s*(?:times?|devices?|GPUs?|of|out|handles?|bytes?|[KMG]i?B|%|"
                 r"retr|attempt)\b)")
@@ -328,12 +332,14 @@ def _cuda_errors(data: dict[str, Any]) -> Iterator[Pattern]:
                 # a failure status printed as a number after the runtime call that returned it
                 # ("cudaHostRegister error: 35"; the call's name read case-sensitively, so not
                 # "CUDA error 36")
-                alts.append(rf"\b(?-i:cuda[A-Z])\w*(?:\(\))?\s+(?:error|failed|returned)\W{{0,3}}"
-                            rf"{int(num)}\b{_NOT_A_COUNT}")
+                alts.append(rf"\b(?-i:cuda[A-Z])\w*(?:\(\))?\s+{_CALL_FAILED}{int(num)}\b{_NOT_A_COUNT}")
             if table == "driver" and e["name"].startswith("CUDA_ERROR_"):
                 # .NET wrappers (ManagedCuda, CUDAfy) print the enum member: ErrorIllegalAddress
                 alts.append(rf"\b(?-i:{_pascal_driver_name(e['name'])})\b")
                 if role == "failure" and num is not None:
+                    # after the driver call that returned it ("cuInit() returned 100"; the call's
+                    # name read case-sensitively, so not "cuda...")
+                    alts.append(rf"\b(?-i:cu[A-Z])\w*(?:\(\))?\s+{_CALL_FAILED}{int(num)}\b{_NOT_A_COUNT}")
                     # a CUresult printed as its number: "CUresult error result=2"
                     alts.append(rf"\bCUresult\b[^\n]{{0,24}}?\b(?:result|error|code|status)\s*[=:]\s*"
                                 rf"{int(num)}\b{_NOT_A_COUNT}")
