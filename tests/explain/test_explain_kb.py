@@ -172,6 +172,16 @@ def test_driver_statuses_as_dotnet_enum_members_and_cuResult_numbers() -> None:
     assert d.cause_id == "driver-too-old"
     fired = analyze(list(enumerate(["cuDeviceGetCount returned 3 devices"], 1))).looked_at["patterns_fired"]
     assert not any(p.startswith("cuda:") for p in fired), fired
+    # TensorRT's allocator prints the runtime status after the function's name
+    d = analyze(list(enumerate(["[E] [TRT] safeRuntime.cpp (25) - Cuda Error in allocate: 2"], 1)))
+    assert d.cause_id == "gpu-out-of-memory"
+
+
+def test_xla_unimplemented_dnn_library_is_not_a_missing_implementation() -> None:
+    # TensorFlow prints two spaces after the status; the library, not the op, is missing
+    for msg in ("(0) UNIMPLEMENTED: DNN library is not found.", "(0) UNIMPLEMENTED:  DNN library is not found."):
+        d = analyze(list(enumerate([msg], 1)))
+        assert d.cause_id in ("cudnn-version-mismatch", "cudnn-not-found"), (msg, d.cause_id)
 
 
 def test_required_literals_look_through_hoisted_boundaries_and_groups() -> None:

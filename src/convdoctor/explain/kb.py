@@ -333,6 +333,8 @@ def _cuda_errors(data: dict[str, Any]) -> Iterator[Pattern]:
                 # ("cudaHostRegister error: 35"; the call's name read case-sensitively, so not
                 # "CUDA error 36")
                 alts.append(rf"\b(?-i:cuda[A-Z])\w*(?:\(\))?\s+{_CALL_FAILED}{int(num)}\b{_NOT_A_COUNT}")
+                # TensorRT's "Cuda Error in allocate: 2 (out of memory)"
+                alts.append(rf"\bCuda Error in \w+:\s*{int(num)}\b{_NOT_A_COUNT}")
             if table == "driver" and e["name"].startswith("CUDA_ERROR_"):
                 # .NET wrappers (ManagedCuda, CUDAfy) print the enum member: ErrorIllegalAddress
                 alts.append(rf"\b(?-i:{_pascal_driver_name(e['name'])})\b")
