@@ -2,16 +2,17 @@
 
     python lab/quick_vs_full.py build FULL.json.gz QUICK.sqlite3 CMP.json [--also OTHER.sqlite3]
     convdoctor bench --referee-only CMP.json --referees 2 --json --out CMP_OUT.json
-    python lab/quick_vs_full.py read CMP_OUT.json [QUICK.sqlite3] [--json OUT.json]
+    python lab/quick_vs_full.py read CMP_OUT.json... [--db QUICK.sqlite3]... [--json OUT.json]
 
 `build` takes a 101-layer pass (`convdoctor bench` result) and the database that `convdoctor tune
 --tuning quick` wrote for the same problems, and writes a bench file whose rows' winners are
 [quick winner, the full tune's winners...]: the referees then time both choices in the same
 processes, beside PyTorch's heuristic and benchmark=True's picks (`--also`: another database's
-winner after them, e.g. an earlier quick setting's). `read` prints, over the rows,
-the geomean of (full winner's time / quick winner's time) per referee process and its median
-over the processes, the geomean vs benchmark=True of each, and, given the quick database, its
-tuning seconds per problem.
+winner after them, e.g. an earlier quick setting's). `read` prints the geomean over the rows of
+(full winner's time / quick winner's time), each row's ratio the median over the referee
+processes (and the geomean per process), the geomean vs benchmark=True of each, and, given the
+quick database (one per file, in order), its tuning seconds per problem. A database must hold one
+result per problem (one device, one set of settings).
 """
 
 from __future__ import annotations
@@ -34,8 +35,12 @@ def _load(path: str) -> Any:
 def quick_results(db: str) -> dict[str, tuple[str | None, float | None]]:
     """problem key -> (winner key, tuning seconds) of a tuning database."""
     con = sqlite3.connect(db)
-    return {k: (w, t) for k, w, t in
-            con.execute("SELECT problem_key, winner, tuning_s FROM results")}
+    rows = con.execute("SELECT problem_key, winner, tuning_s FROM results").fetchall()
+    out = {k: (w, t) for k, w, t in rows}
+    if len(out) != len(rows):
+        raise SystemExit(f"{db}: several results for one problem (other devices or settings); "
+                         "give a database of one tuning run")
+    return out
 
 
 def build(full: str, db: str, out: str, also: str | None = None) -> None:
@@ -48,9 +53,13 @@ def build(full: str, db: str, out: str, also: str | None = None) -> None:
         missing += w is None
         r["full_winners"] = list(r["winners"])
         r["winners"] = [w] + list(r["winners"])
+        # the tuning runs' notes stay beside their own winners
+        notes = list(r.get("tune_notes") or [[] for _ in r["full_winners"]])
+        r["tune_notes"] = [[]] + notes
         if also:
             r["other_winner"] = other.get(r["problem_key"], (None, None))[0]
             r["winners"].append(r["other_winner"])
+            r["tune_notes"].append([])
     with open(out, "w", encoding="utf-8") as fh:
         json.dump(doc, fh)
     print(f"{out}: {len(doc['rows'])} rows, {missing} without a quick winner")
@@ -104,9 +113,10 @@ def read(cmp_path: str, db: str | None) -> dict[str, Any]:
     }
     if db:
         ts = sorted(t for _, t in quick_results(db).values() if t is not None)
-        res["quick_tuning_s"] = {"problems": len(ts), "mean": sum(ts) / len(ts),
-                                 "median": statistics.median(ts), "max": ts[-1],
-                                 "total": sum(ts)}
+        if ts:
+            res["quick_tuning_s"] = {"problems": len(ts), "mean": sum(ts) / len(ts),
+                                     "median": statistics.median(ts), "max": ts[-1],
+                                     "total": sum(ts)}
     return res
 
 
@@ -127,16 +137,19 @@ def main() -> int:
         build(a.full, a.db, a.out, a.also)
         return 0
     out = [read(c, a.db[i] if i < len(a.db) else None) for i, c in enumerate(a.cmp)]
+    def f(v: float | None) -> str:
+        return "-" if v is None else f"{v:.4f}"
+
     for x in out:
         t = x.get("quick_tuning_s") or {}
         print(f"{x['direction']}: {x['rows']} rows on {x['gpu']}, {x['referees']} referees; "
               f"same choice {x['same_choice']}; full/quick geomean "
-              f"{x['full_over_quick_geomean']:.4f} (per referee "
-              f"{', '.join(f'{v:.4f}' for v in x['full_over_quick_per_referee'])}); vs "
-              f"benchmark=True quick {x['quick_vs_benchmark_geomean']:.4f}, full "
-              f"{x['full_vs_benchmark_geomean']:.4f}; rows quick >2% slower "
+              f"{f(x['full_over_quick_geomean'])} (per referee "
+              f"{', '.join(f(v) for v in x['full_over_quick_per_referee'])}); vs "
+              f"benchmark=True quick {f(x['quick_vs_benchmark_geomean'])}, full "
+              f"{f(x['full_vs_benchmark_geomean'])}; rows quick >2% slower "
               f"{x['rows_quick_over_2pct_slower']}, faster {x['rows_quick_over_2pct_faster']}"
-              + (f"; full/other geomean {x['full_over_other_geomean']:.4f}"
+              + (f"; full/other geomean {f(x['full_over_other_geomean'])}"
                  if x["full_over_other_geomean"] else "")
               + (f"; quick tuning {t['mean']:.2f} s/problem (median {t['median']:.2f}, max "
                  f"{t['max']:.1f})" if t else ""))

@@ -123,11 +123,11 @@ class Settings:
 # timing took 6.8 s of 54 s of tuning. Of the enumerated plans a cap of 8 keeps the first 2 built
 # (`engines.cudnn`), so enumeration stops at 2: the same candidates, without building 6 more plans
 # per problem (where cuDNN's heuristics build no plan at all, enumeration fills the cap of 8).
-# No knob refinement (a budget of 0, so a budget the user sets is kept): on the 101-layer suite
-# (H100, fp32 NCHW, lab/quick_vs_full.py) one second of it per problem brought quick choices
-# within 0.2 % of the full tune's (fprop, dgrad; 0.6 % and 1.3 % behind without), at 1.8 s per
-# problem instead of 1.0 s, but `optimize`'s first call then tuned half as many problems in its
-# time limit (ConvNeXt-tiny fp32: 7 of 17, a step 3 % slower).
+# No knob refinement (a budget of 0, so a budget other than the default that the user sets is
+# kept): on the 101-layer suite (H100, fp32 NCHW, lab/quick_vs_full.py) one second of it per
+# problem brought quick choices within 0.2 % of the full tune's (fprop, dgrad; 0.6 % and 1.3 %
+# behind without), at 1.8 s per problem instead of 1.0 s, but `optimize`'s first call then tuned
+# half as many problems in its time limit (ConvNeXt-tiny fp32: 7 of 17, a step 3 % slower).
 # Results tuned so are keyed by these settings in the database.
 QUICK: dict[str, Any] = {"cudnn_refine_budget_s": 0.0, "cudnn_enum_budget_s": 0.5,
                          "cudnn_max_plans": 8, "cudnn_enum_extra": 2, "tune_prescreen": 8,

@@ -105,5 +105,8 @@ def test_a_row_with_more_winners_than_notes_still_reads() -> None:
     doc = _doc([r])
     doc["summary"] = {**doc["summary"], **summarize([r])}
     assert "no winner in tuning run 2 for p: no reason recorded" in human(doc)
+    # notes that do not line up are not shifted onto another run
     r["tune_notes"] = [[], ["listing failed: cuDNN"]]
+    assert "no winner in tuning run 2 for p: no reason recorded" in human(doc)
+    r["tune_notes"] = [[], ["listing failed: cuDNN"], []]
     assert "no winner in tuning run 2 for p: listing failed: cuDNN" in human(doc)

@@ -172,6 +172,24 @@ def test_driver_statuses_as_dotnet_enum_members_and_cuResult_numbers() -> None:
     assert d.cause_id == "driver-too-old"
     fired = analyze(list(enumerate(["cuDeviceGetCount returned 3 devices"], 1))).looked_at["patterns_fired"]
     assert not any(p.startswith("cuda:") for p in fired), fired
+    # libraries' names are not driver calls, a getter's value is not a status, and enum
+    # members named like CUDA's mean nothing without CUDA on the line
+    for line in ("cuDNN error: 3", "cuBLAS returned 3", "cuTENSOR returned 3", "cuRAND error 100",
+                 "cuDeviceGetCount returned 2", "cudaGetDeviceCount returned 2",
+                 "Failed to load ROM: ResultStatus::ErrorFileNotFound", "Result: ErrorNotSupported"):
+        fired = analyze(list(enumerate([line], 1))).looked_at["patterns_fired"]
+        assert not any(p.startswith("cuda:") for p in fired), (line, fired)
+    d = analyze(list(enumerate(["call to cuLaunchKernel returned error 701: Launch out of resources"], 1)))
+    assert "cuda:CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES" in d.looked_at["patterns_fired"]
+    # a metric is not a CUDA status; a CUDA error 700 is
+    for line in ("Validation error: 700.25", "training error: 700"):
+        assert analyze(list(enumerate([line], 1))).cause_id == "unknown", line
+    assert analyze(list(enumerate(["RuntimeError: Cuda error: 700[cudaLaunchKernel(k)]"], 1))).cause_id \
+        == "illegal-memory-access"
+    # a bare OSError naming a library: CUDA's, the driver's, or neither
+    assert analyze(list(enumerate(["OSError: libcusparse.so.10"], 1))).cause_id == "missing-dependency-lib"
+    assert analyze(list(enumerate(["OSError: libnvidia-ml.so.1"], 1))).cause_id == "no-driver"
+    assert analyze(list(enumerate(["OSError: libcurl.so.4"], 1))).cause_id == "unknown"
     # TensorRT's allocator prints the runtime status after the function's name
     d = analyze(list(enumerate(["[E] [TRT] safeRuntime.cpp (25) - Cuda Error in allocate: 2"], 1)))
     assert d.cause_id == "gpu-out-of-memory"

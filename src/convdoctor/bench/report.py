@@ -151,9 +151,10 @@ def _run_notes(rows: list[dict[str, Any]], s: dict[str, Any], bl: str) -> list[s
                      f"have no {bl} time)")
     for r in rows:
         notes = r.get("tune_notes") or []
+        aligned = len(notes) == len(r["winners"])
         for i, w in enumerate(r["winners"]):
             # a row whose notes do not line up with its winners (an edited file) has no reason
-            why = notes[i] if i < len(notes) and isinstance(notes[i], list) else []
+            why = notes[i] if aligned and isinstance(notes[i], list) else []
             if w is None:
                 lines.append(f"no winner in tuning run {i + 1} for {r['problem']}: "
                              + ("; ".join(why[:3]) or "no reason recorded"))

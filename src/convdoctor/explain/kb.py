@@ -303,9 +303,15 @@ def _numbered(library: str, success: str, number: int) -> str:
             rf"{_NOT_A_COUNT}|\b{re.escape(success)}\s*\({number} vs\. 0\)")
 
 
-# what follows an API call's name before the status number: "error: 35", "returned 100", "failed
-# with error #35"
-_CALL_FAILED = r"(?:error|failed|returned)(?:\s+(?:with\s+)?error)?\W{0,3}"
+def _after_call(call: str, number: int) -> str:
+    """A status number printed after the API call that returned it: "cudaHostRegister error: 35",
+    "cuInit() returned 100", "cudaRuntimeGetVersion() failed with error #35". `call` is the
+    call-name prefix, read case-sensitively (so "CUDA error 36" or "cuDNN error: 3" are not calls).
+    A getter's plain "returned N" is its value, not a status ("cuDeviceGetCount returned 2")."""
+    tail = rf"\W{{0,3}}{number}\b{_NOT_A_COUNT}"
+    return (rf"\b(?-i:{call})\w*(?:\(\))?\s+(?:error|failed(?:\s+with\s+error)?|returned\s+error){tail}"
+            rf"|\b(?-i:{call})(?!\w*(?:Count|Version|Attribute|Properties)\b)\w*(?:\(\))?\s+returned{tail}")
+
 
 # after a status number: not a decimal, nor a count ("returned 3 devices", "failed 2 times")
 _NOT_A_COUNT = (r"(?!\.\d)(?!\s*(?:times?|devices?|GPUs?|of|out|handles?|bytes?|[KMG]i?B|%|"
@@ -332,16 +338,19 @@ def _cuda_errors(data: dict[str, Any]) -> Iterator[Pattern]:
                 # a failure status printed as a number after the runtime call that returned it
                 # ("cudaHostRegister error: 35"; the call's name read case-sensitively, so not
                 # "CUDA error 36")
-                alts.append(rf"\b(?-i:cuda[A-Z])\w*(?:\(\))?\s+{_CALL_FAILED}{int(num)}\b{_NOT_A_COUNT}")
+                alts.append(_after_call("cuda[A-Z]", int(num)))
                 # TensorRT's "Cuda Error in allocate: 2 (out of memory)"
                 alts.append(rf"\bCuda Error in \w+:\s*{int(num)}\b{_NOT_A_COUNT}")
             if table == "driver" and e["name"].startswith("CUDA_ERROR_"):
-                # .NET wrappers (ManagedCuda, CUDAfy) print the enum member: ErrorIllegalAddress
-                alts.append(rf"\b(?-i:{_pascal_driver_name(e['name'])})\b")
+                # .NET wrappers (ManagedCuda, CUDAfy) print the enum member, after their CUDA
+                # exception's name: "CudaException: 'ErrorIllegalAddress". Alone, names such as
+                # ErrorNotFound belong to any program's enums.
+                alts.append(rf"(?:cuda|curesult)[^\n]{{0,120}}?\b(?-i:{_pascal_driver_name(e['name'])})\b")
                 if role == "failure" and num is not None:
-                    # after the driver call that returned it ("cuInit() returned 100"; the call's
-                    # name read case-sensitively, so not "cuda...")
-                    alts.append(rf"\b(?-i:cu[A-Z])\w*(?:\(\))?\s+{_CALL_FAILED}{int(num)}\b{_NOT_A_COUNT}")
+                    # after the driver call that returned it ("cuInit() returned 100"); a driver
+                    # call's name has a lower-case letter after "cu" and its capital, so the
+                    # libraries' own names (cuDNN, cuBLAS, cuFFT) are not calls
+                    alts.append(_after_call("cu[A-Z][a-z]", int(num)))
                     # a CUresult printed as its number: "CUresult error result=2"
                     alts.append(rf"\bCUresult\b[^\n]{{0,24}}?\b(?:result|error|code|status)\s*[=:]\s*"
                                 rf"{int(num)}\b{_NOT_A_COUNT}")
