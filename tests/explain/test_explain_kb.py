@@ -170,6 +170,8 @@ def test_driver_statuses_as_dotnet_enum_members_and_cuResult_numbers() -> None:
     assert analyze(list(enumerate(["CUDA not supported: cuInit() returned 100"], 1))).cause_id == "no-driver"
     d = analyze(list(enumerate(["cudaRuntimeGetVersion() failed with error #35"], 1)))
     assert d.cause_id == "driver-too-old"
+    d = analyze(list(enumerate(['CUDA error calling "cudaGetDeviceCount(&devCount)", code is 35'], 1)))
+    assert d.cause_id == "driver-too-old"
     fired = analyze(list(enumerate(["cuDeviceGetCount returned 3 devices"], 1))).looked_at["patterns_fired"]
     assert not any(p.startswith("cuda:") for p in fired), fired
     # libraries' names are not driver calls, a getter's value is not a status, and enum

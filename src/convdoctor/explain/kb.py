@@ -305,12 +305,15 @@ def _numbered(library: str, success: str, number: int) -> str:
 
 def _after_call(call: str, number: int) -> str:
     """A status number printed after the API call that returned it: "cudaHostRegister error: 35",
-    "cuInit() returned 100", "cudaRuntimeGetVersion() failed with error #35". `call` is the
+    "cuInit() returned 100", "cudaRuntimeGetVersion() failed with error #35",
+    'calling "cudaGetDeviceCount(&n)", code is 35'. `call` is the
     call-name prefix, read case-sensitively (so "CUDA error 36" or "cuDNN error: 3" are not calls).
     A getter's plain "returned N" is its value, not a status ("cuDeviceGetCount returned 2")."""
     tail = rf"\W{{0,3}}{number}\b{_NOT_A_COUNT}"
-    return (rf"\b(?-i:{call})\w*(?:\(\))?\s+(?:error|failed(?:\s+with\s+error)?|returned\s+error){tail}"
-            rf"|\b(?-i:{call})(?!\w*(?:Count|Version|Attribute|Properties)\b)\w*(?:\(\))?\s+returned{tail}")
+    args = r"(?:\([^()\n]{0,60}\))?"    # "cudaGetDeviceCount(&n)"
+    return (rf"\b(?-i:{call})\w*{args}\W{{1,3}}(?:error|failed(?:\s+with\s+error)?|returned\s+error"
+            rf"|code(?:\s+is)?){tail}"
+            rf"|\b(?-i:{call})(?!\w*(?:Count|Version|Attribute|Properties)\b)\w*{args}\s+returned{tail}")
 
 
 # after a status number: not a decimal, nor a count ("returned 3 devices", "failed 2 times")
