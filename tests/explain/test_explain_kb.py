@@ -139,69 +139,73 @@ def test_a_templates_pasted_variant_takes_elided_values_missing_stops_and_cut_li
     assert loose_regex("Line one of it\n{x}\nand line three of it") is None   # several lines
 
 
+def _one(line: str):
+    """The diagnosis of a log of one line."""
+    return analyze([(1, line)])
+
+
+def _reads_no_cuda_status(line: str) -> bool:
+    return not any(p.startswith("cuda:") for p in _one(line).looked_at["patterns_fired"])
+
+
 def test_library_statuses_printed_as_numbers() -> None:
-    d = analyze(list(enumerate(["cuFFT error: 2 /src/fft.cu 978"], 1)))
-    assert d.cause_id == "gpu-out-of-memory"
-    d = analyze(list(enumerate(["Check failed: (cufftPlanMany(&p, 1, &n)) == CUFFT_SUCCESS (2 vs. 0)"], 1)))
-    assert d.cause_id == "gpu-out-of-memory"
+    assert _one("cuFFT error: 2 /src/fft.cu 978").cause_id == "gpu-out-of-memory"
+    assert _one("Check failed: (cufftPlanMany(&p, 1, &n)) == CUFFT_SUCCESS (2 vs. 0)").cause_id \
+        == "gpu-out-of-memory"
     # a number that is not a status of that library says nothing
-    assert analyze(list(enumerate(["cuFFT error: 3.5 seconds"], 1))).cause_id == "unknown"
+    assert _one("cuFFT error: 3.5 seconds").cause_id == "unknown"
 
 
 def test_cuda_statuses_printed_as_numbers_after_the_api_call() -> None:
-    d = analyze(list(enumerate(["panicked at 'cudaHostRegister error: 35 ptr: 0x7efe93615b80'"], 1)))
-    assert d.cause_id == "driver-too-old"
+    assert _one("panicked at 'cudaHostRegister error: 35 ptr: 0x7efe93615b80'").cause_id == "driver-too-old"
     # "CUDA error 36" or a library's "cuFFT error: 5" is not a CUDA API call's status number
-    fired = analyze(list(enumerate(["cuFFT error: 5 /src/rir.cu 978"], 1))).looked_at["patterns_fired"]
-    assert not any(p.startswith("cuda:") for p in fired), fired
+    assert _reads_no_cuda_status("cuFFT error: 5 /src/rir.cu 978")
+    # after the driver or runtime call that returned it, with or without its arguments
+    assert _one("CUDA not supported: cuInit() returned 100").cause_id == "no-driver"
+    assert _one("cudaRuntimeGetVersion() failed with error #35").cause_id == "driver-too-old"
+    assert _one('CUDA error calling "cudaGetDeviceCount(&devCount)", code is 35').cause_id \
+        == "driver-too-old"
+    d = _one("call to cuLaunchKernel returned error 701: Launch out of resources")
+    assert "cuda:CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES" in d.looked_at["patterns_fired"]
+    # TensorRT's allocator prints the runtime status after the function's name
+    assert _one("[E] [TRT] safeRuntime.cpp (25) - Cuda Error in allocate: 2").cause_id \
+        == "gpu-out-of-memory"
+
+
+def test_counts_library_names_and_foreign_enums_are_not_cuda_statuses() -> None:
+    # libraries' names are not driver calls, a getter's value is not a status, and enum
+    # members named like CUDA's mean nothing without CUDA on the line
+    for line in ("cuDeviceGetCount returned 3 devices", "CUresult error: 2 devices found",
+                 "cuDNN error: 3", "cuBLAS returned 3", "cuTENSOR returned 3", "cuRAND error 100",
+                 "cuDeviceGetCount returned 2", "cudaGetDeviceCount returned 2",
+                 "Failed to load ROM: ResultStatus::ErrorFileNotFound", "Result: ErrorNotSupported"):
+        assert _reads_no_cuda_status(line), line
+    # a metric is not a CUDA status; a CUDA error 700 is
+    for line in ("Validation error: 700.25", "training error: 700"):
+        assert _one(line).cause_id == "unknown", line
+    assert _one("RuntimeError: Cuda error: 700[cudaLaunchKernel(k)]").cause_id == "illegal-memory-access"
 
 
 def test_driver_statuses_as_dotnet_enum_members_and_cuResult_numbers() -> None:
     # ManagedCuda and CUDAfy print CUresult's members: ErrorIllegalAddress, ErrorOutOfMemory
-    d = analyze(list(enumerate(["ManagedCuda.CudaException: 'ErrorIllegalAddress: kernel failed'"], 1)))
-    assert d.cause_id == "illegal-memory-access"
-    d = analyze(list(enumerate(["CUresult error  result=2 file=csrc/saver.cpp func=cu_mem_create"], 1)))
-    assert d.cause_id == "gpu-out-of-memory"
-    # the member reads case-sensitively, and a CUresult number that is a count says nothing
-    assert analyze(list(enumerate(["errorillegaladdress"], 1))).cause_id == "unknown"
-    fired = analyze(list(enumerate(["CUresult error: 2 devices found"], 1))).looked_at["patterns_fired"]
-    assert not any(p.startswith("cuda:") for p in fired), fired
-    # a status number after the driver or runtime call that returned it
-    assert analyze(list(enumerate(["CUDA not supported: cuInit() returned 100"], 1))).cause_id == "no-driver"
-    d = analyze(list(enumerate(["cudaRuntimeGetVersion() failed with error #35"], 1)))
-    assert d.cause_id == "driver-too-old"
-    d = analyze(list(enumerate(['CUDA error calling "cudaGetDeviceCount(&devCount)", code is 35'], 1)))
-    assert d.cause_id == "driver-too-old"
-    fired = analyze(list(enumerate(["cuDeviceGetCount returned 3 devices"], 1))).looked_at["patterns_fired"]
-    assert not any(p.startswith("cuda:") for p in fired), fired
-    # libraries' names are not driver calls, a getter's value is not a status, and enum
-    # members named like CUDA's mean nothing without CUDA on the line
-    for line in ("cuDNN error: 3", "cuBLAS returned 3", "cuTENSOR returned 3", "cuRAND error 100",
-                 "cuDeviceGetCount returned 2", "cudaGetDeviceCount returned 2",
-                 "Failed to load ROM: ResultStatus::ErrorFileNotFound", "Result: ErrorNotSupported"):
-        fired = analyze(list(enumerate([line], 1))).looked_at["patterns_fired"]
-        assert not any(p.startswith("cuda:") for p in fired), (line, fired)
-    d = analyze(list(enumerate(["call to cuLaunchKernel returned error 701: Launch out of resources"], 1)))
-    assert "cuda:CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES" in d.looked_at["patterns_fired"]
-    # a metric is not a CUDA status; a CUDA error 700 is
-    for line in ("Validation error: 700.25", "training error: 700"):
-        assert analyze(list(enumerate([line], 1))).cause_id == "unknown", line
-    assert analyze(list(enumerate(["RuntimeError: Cuda error: 700[cudaLaunchKernel(k)]"], 1))).cause_id \
+    assert _one("ManagedCuda.CudaException: 'ErrorIllegalAddress: kernel failed'").cause_id \
         == "illegal-memory-access"
-    # a bare OSError naming a library: CUDA's, the driver's, or neither
-    assert analyze(list(enumerate(["OSError: libcusparse.so.10"], 1))).cause_id == "missing-dependency-lib"
-    assert analyze(list(enumerate(["OSError: libnvidia-ml.so.1"], 1))).cause_id == "no-driver"
-    assert analyze(list(enumerate(["OSError: libcurl.so.4"], 1))).cause_id == "unknown"
-    # TensorRT's allocator prints the runtime status after the function's name
-    d = analyze(list(enumerate(["[E] [TRT] safeRuntime.cpp (25) - Cuda Error in allocate: 2"], 1)))
-    assert d.cause_id == "gpu-out-of-memory"
+    assert _one("CUresult error  result=2 file=csrc/saver.cpp func=cu_mem_create").cause_id \
+        == "gpu-out-of-memory"
+    # the member reads case-sensitively
+    assert _one("errorillegaladdress").cause_id == "unknown"
+
+
+def test_a_bare_oserror_names_a_cuda_library_the_drivers_or_neither() -> None:
+    assert _one("OSError: libcusparse.so.10").cause_id == "missing-dependency-lib"
+    assert _one("OSError: libnvidia-ml.so.1").cause_id == "no-driver"
+    assert _one("OSError: libcurl.so.4").cause_id == "unknown"
 
 
 def test_xla_unimplemented_dnn_library_is_not_a_missing_implementation() -> None:
     # TensorFlow prints two spaces after the status; the library, not the op, is missing
     for msg in ("(0) UNIMPLEMENTED: DNN library is not found.", "(0) UNIMPLEMENTED:  DNN library is not found."):
-        d = analyze(list(enumerate([msg], 1)))
-        assert d.cause_id in ("cudnn-version-mismatch", "cudnn-not-found"), (msg, d.cause_id)
+        assert _one(msg).cause_id in ("cudnn-version-mismatch", "cudnn-not-found"), msg
 
 
 def test_required_literals_look_through_hoisted_boundaries_and_groups() -> None:
