@@ -1,8 +1,8 @@
-"""The depthwise wgrad Triton kernel: configurations, eligibility, the offer, the split, and (where
-Triton is installed) the kernel itself under Triton's CPU interpreter against a float64 reference
-(fp32/fp16/bf16, NCHW and channels-last, strides 1 and 2, kernels 3/5/7 and uneven ones, odd
-sizes, 1D), one chunk or a reduction split over several chunks and column blocks, and through the
-runtime executor. The GPU runs are in tests/engines and tests/runtime (`gpu`)."""
+"""The depthwise wgrad Triton kernels: configurations, eligibility, the offer, the split, and
+(where Triton is installed) the lane-per-column and the column-blocked kernels under Triton's CPU
+interpreter against a float64 reference (fp32/fp16/bf16, NCHW and channels-last, strides 1 and 2,
+kernels 3/5/7 and uneven ones, odd sizes, 1D), one chunk or a reduction split over several chunks
+and column blocks, and through the runtime executor. The GPU runs are in tests/engines and tests/runtime (`gpu`)."""
 
 from __future__ import annotations
 
@@ -23,12 +23,17 @@ def test_config_names_parse_and_bad_ones_are_refused() -> None:
     assert dg.parse_config("c2p64h8w4") == dg.Config(2, 64, 8, 4)
     assert dg.parse_config("c2p64h8w4n128v8") == dg.Config(2, 64, 8, 4, regs=128, waves=8)
     assert dg.parse_config("c32p2h8w2v12") == dg.Config(32, 2, 8, 2, waves=12)
-    for name in ("c2p64h8w4", "c2p64h16w4n128v8", "c1p64h8w2v12", "c16p8h8w4", "c1p1h1w1n64"):
+    # the column-blocked kernel: x = columns per lane, p/x column groups (a power of two)
+    assert dg.parse_config("c32p16h4w4x4v3") == dg.Config(32, 16, 4, 4, waves=3, cols=4)
+    assert dg.parse_config("c16p28h2w4x7").cols == 7
+    for name in ("c2p64h8w4", "c2p64h16w4n128v8", "c1p64h8w2v12", "c16p8h8w4", "c1p1h1w1n64",
+                 "c32p16h4w4x4v3", "c16p28h2w4x7n128", "c8p8h8w2x1"):
         assert dg.parse_config(name).name == name
     for bad in ("", "c2p64h8", "c3p64h8w4", "c2p48h8w4", "c2p64h8w3", "c64p128h8w4",
                 "c2p64h0w4", "c2p64h33w4", "c2p64h8w32", "c2p64h8w4n100", "c2p64h8w4n56",
                 "c2p64h8w4n256", "c2p64h8w4v0", "c2p64h8w4v65", "c2p64h8w4v8n128",
-                "m32n64l64w4s3", "c2p64h8w4x"):
+                "m32n64l64w4s3", "c2p64h8w4x", "c32p12h8w4x4", "c32p16h8w4x3",
+                "c32p18h8w4x9", "c32p16h8w4x0", "c64p256h8w4x2", "c32p16h8w4v3x4"):
         with pytest.raises(ValueError):
             dg.parse_config(bad)
     assert dg.config_of("triton:dg_c2p64h8w4") == "c2p64h8w4"
@@ -68,12 +73,20 @@ def test_offered_configurations_follow_the_layout_and_the_plane() -> None:
         return dg.offered(ConvProblem.parse(text))
 
     # ConvNeXt 7x7 at 56x56: NCHW lanes along the row (64 lanes, 2 channels), rows 8 and 14,
-    # a 128-register variant and 2-warp programs
+    # a 128-register variant and 2-warp programs, and the column-blocked kernel with 4 columns
+    # per lane (16 column groups x 8 channels), 4 rows per tile (4 x 4 x 49 products unrolled)
     nchw = offered("wgrad n=64 c=96 h=56 w=56 k=96 r=7 s=7 pad=3 groups=96")
-    assert nchw == ("c2p64h8w4", "c2p64h16w4", "c2p64h8w4n128v8", "c1p64h8w2v12")
+    assert nchw == ("c2p64h8w4", "c2p64h16w4", "c2p64h8w4n128v8", "c1p64h8w2v12",
+                    "c8p64h4w4x4v3")
+    # channels-last: the column-blocked kernel, 32 or 16 channels across the lanes
     cl = offered("wgrad n=64 c=96 h=56 w=56 k=96 r=7 s=7 pad=3 groups=96 layout=nhwc")
-    assert cl == ("c32p4h8w4", "c32p4h16w4", "c32p4h8w4n128v8", "c16p8h8w4", "c8p16h8w4")
-    # a 7x7 plane: no taller tile; a 3x3 kernel: more programs per SM instead of a register cap
+    assert cl == ("c32p16h4w4x4v3", "c16p16h4w2x4", "c32p8h8w4x2v3", "c32p8h8w4x2",
+                  "c16p8h8w2x2", "c32p4h8w4")
+    # a 3x3 kernel unrolls 8 rows per tile
+    assert offered("wgrad n=64 c=32 h=112 w=112 k=32 r=3 s=3 pad=1 groups=32 "
+                   "layout=nhwc")[0] == "c32p16h8w4x4v3"
+    # a 7x7 plane: no taller tile, no column-blocked kernel in NCHW; a 3x3 kernel: more programs
+    # per SM instead of a register cap
     small = offered("wgrad n=64 c=960 h=7 w=7 k=960 r=3 s=3 pad=1 groups=960")
     assert small == ("c16p8h8w4", "c16p8h8w4v16", "c8p8h8w2v12")
     for cfgs in (nchw, cl, small):
@@ -135,6 +148,13 @@ CASES = [  # x shape, kernel, stride, pad_pre, pad_post, config
     ((2, 4, 9, 10), (7, 7), (1, 1), (3, 3), (3, 3), "c2p16h16w4"),     # whole-plane tiles
     ((2, 3, 12, 7), (7, 3), (2, 1), (3, 0), (2, 2), "c4p8h4w4n128"),   # row tiles of 3 of 6
     ((2, 4, 17), (5,), (2,), (2,), (2,), "c1p8h8w2"),                  # 1D, column blocks
+    # the column-blocked kernel: V columns per lane (x<V>), rows that end inside a lane's
+    # columns (13 of 4, 9 of 2), whole rows of lanes (4 of 2, 10 of 2, 7 of 7)
+    ((2, 5, 11, 13), (3, 3), (1, 1), (1, 1), (1, 1), "c2p16h16w4x4"),
+    ((2, 3, 10, 9), (5, 5), (2, 2), (2, 2), (2, 1), "c4p8h8w4x2v3"),
+    ((2, 4, 9, 10), (7, 7), (1, 1), (3, 3), (3, 3), "c2p16h16w4x2"),
+    ((2, 3, 12, 7), (7, 3), (2, 1), (3, 0), (2, 2), "c4p7h4w4x7n128"),
+    ((2, 4, 17), (5,), (2,), (2,), (2,), "c1p4h8w2x2"),
 ]
 
 
@@ -194,15 +214,17 @@ def test_half_precision_inputs_accumulate_in_fp32(interpreter, dtype, monkeypatc
     """fp16/bf16 x and dy: fp32 products and sums, dw rounded once to the dtype (channels-last
     and a split reduction for one, NCHW written directly for the other)."""
     monkeypatch.setattr(dg, "MIN_TILES", 1)
-    shape, kernel, st, pp, po, cfg = CASES[1] if dtype == torch.float16 else CASES[2]
-    x, dy, ref = _data(shape, kernel, st, pp, po, dtype)
-    if dtype == torch.float16:
-        x, dy = _channels_last(x), _channels_last(dy)
-    out = dg.wgrad(x, dy, kernel, stride=st, pad_pre=pp, dilation=(1, 1), config=cfg)
-    assert out.dtype == dtype and out.shape == ref.shape
-    # one rounding of the result: fp16 2^-11, bf16 2^-8 relative
-    tol = 2e-3 if dtype == torch.float16 else 1e-2
-    torch.testing.assert_close(out.double(), ref, atol=tol * ref.abs().max().item(), rtol=tol)
+    for case in ((1, 6) if dtype == torch.float16 else (2, 7)):   # both kernels
+        shape, kernel, st, pp, po, cfg = CASES[case]
+        x, dy, ref = _data(shape, kernel, st, pp, po, dtype)
+        if dtype == torch.float16:
+            x, dy = _channels_last(x), _channels_last(dy)
+        out = dg.wgrad(x, dy, kernel, stride=st, pad_pre=pp, dilation=(1, 1), config=cfg)
+        assert out.dtype == dtype and out.shape == ref.shape
+        # one rounding of the result: fp16 2^-11, bf16 2^-8 relative
+        tol = 2e-3 if dtype == torch.float16 else 1e-2
+        torch.testing.assert_close(out.double(), ref, atol=tol * ref.abs().max().item(),
+                                   rtol=tol, msg=lambda m, c=cfg: f"{c}: {m}")
 
 
 def test_64_bit_offsets_and_a_strided_dw(interpreter, monkeypatch) -> None:
@@ -218,7 +240,9 @@ def test_64_bit_offsets_and_a_strided_dw(interpreter, monkeypatch) -> None:
         torch.testing.assert_close(out.double(), ref, atol=1e-4, rtol=1e-4)
 
 
-@pytest.mark.parametrize("case", [1, 3, 4])
+# the column-blocked kernel's ragged lanes compute 0 * inf for columns past the row, then drop it
+@pytest.mark.filterwarnings("ignore:invalid value encountered in multiply:RuntimeWarning")
+@pytest.mark.parametrize("case", [1, 3, 4, 5, 9])
 def test_non_finite_inputs_reach_no_tap_outside_their_own(interpreter, case: int,
                                                          monkeypatch) -> None:
     """An Inf in x makes exactly PyTorch's float64 non-finite taps non-finite (no product of a

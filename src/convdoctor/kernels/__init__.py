@@ -2,7 +2,7 @@
 
 - `depthwise`: depthwise convolutions (groups == C == K, 1D/2D), forward and data gradient;
 - `dwgrad`: split-reduction direct weight gradient of depthwise layers (kernels up to 7, strides
-  1 and 2);
+  1 and 2), one output column per lane or, in `dwgrad_cols`, several;
 - `wgrad`: split-reduction implicit-GEMM weight gradient of ungrouped layers with a small weight;
 - `smallc`: data gradient of ungrouped layers with at most 4 input channels;
 - `fprop`: forward implicit GEMM of ungrouped fp32 1D/2D layers, reading NCHW in place.
@@ -19,7 +19,7 @@ import functools
 import hashlib
 from importlib import resources
 
-_SOURCES = ("depthwise.py", "dwgrad.py", "wgrad.py", "smallc.py", "fprop.py")
+_SOURCES = ("depthwise.py", "dwgrad.py", "dwgrad_cols.py", "wgrad.py", "smallc.py", "fprop.py")
 
 
 @functools.lru_cache(maxsize=1)

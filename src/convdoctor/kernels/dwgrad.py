@@ -48,9 +48,15 @@ run, no atomics. With one chunk and one column block the kernel writes dw direct
 `MIN_TILES` tiles. fp32, fp16 and bf16 inputs, converted to fp32 on load; products and sums in
 fp32 (never TF32).
 
-Configurations (`configs_for`): "c<BLOCK_C>p<BLOCK_P>h<ROWS>w<WARPS>[n<REGS>][v<PROGRAMS_PER_SM>]"
-(n: a cap on registers per thread, Triton's `maxnreg`). Candidate keys are "triton:dg_<config>"
-(`PREFIX`).
+The column-blocked variant (`convdoctor.kernels.dwgrad_cols`, configurations with `x<V>`) gives
+a lane V consecutive output columns instead of one; it shares the plan, the partial sums and the
+second pass. In channels-last it is what wins (H100: 1.23-2.81x this kernel on 13 ConvNeXt-tiny,
+MobileNetV2 and EfficientNet-B0 depthwise layers); in NCHW only on 7x7 layers with long rows.
+
+Configurations (`configs_for`):
+"c<BLOCK_C>p<BLOCK_P>h<ROWS>w<WARPS>[x<V>][n<REGS>][v<PROGRAMS_PER_SM>]" (x: output columns per
+lane, the column-blocked kernel, BLOCK_P / V column groups; n: a cap on registers per thread,
+Triton's `maxnreg`). Candidate keys are "triton:dg_<config>" (`PREFIX`).
 """
 
 from __future__ import annotations
@@ -63,11 +69,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..engines.triton import TritonEngine
+from . import dwgrad_cols
 from .depthwise import _as2d, _on_device, sample_span
 from .depthwise import unavailable as _dw_unavailable
 
 PREFIX = "triton:dg_"
-_CFG_RE = re.compile(r"^c(\d+)p(\d+)h(\d+)w(\d+)(?:n(\d+))?(?:v(\d+))?$")
+_CFG_RE = re.compile(r"^c(\d+)p(\d+)h(\d+)w(\d+)(?:x(\d+))?(?:n(\d+))?(?:v(\d+))?$")
 MAX_TAP = 7              # kernel sizes 1..7 per dimension
 STRIDES = (1, 2)
 WAVES = 6                # programs per SM the split aims for
@@ -75,6 +82,8 @@ MIN_TILES = 4            # the fewest row tiles a chunk takes (its epilogue is K
 MAX_ROWS = 32            # the largest row tile a configuration may ask for
 MAX_TILE = 4096          # BLOCK_C x BLOCK_P
 MAX_GRID_Y = 65535
+MAX_COLS = 8            # output columns per lane of the column-blocked kernel
+COLS_UNROLL = 1024      # products one tile of the column-blocked kernel unrolls, at most
 _SUM_BLOCK = 256
 
 
@@ -86,39 +95,48 @@ class Config:
     warps: int
     regs: int = 0           # registers per thread at most (0: the compiler's choice)
     waves: int = WAVES      # programs per SM the split aims for
+    cols: int = 0           # output columns per lane (0: the lane-per-column kernel)
 
     @property
     def name(self) -> str:
         return (f"c{self.block_c}p{self.block_p}h{self.rows}w{self.warps}"
+                + (f"x{self.cols}" if self.cols else "")
                 + (f"n{self.regs}" if self.regs else "")
                 + (f"v{self.waves}" if self.waves != WAVES else ""))
 
 
 @functools.lru_cache(maxsize=256)
 def parse_config(name: str) -> Config:
-    """'c2p64h8w4' -> Config(2, 64, 8, 4); ValueError for anything else."""
+    """'c2p64h8w4' -> Config(2, 64, 8, 4), 'c32p16h8w4x4' -> Config(32, 16, 8, 4, cols=4);
+    ValueError for anything else."""
     m = _CFG_RE.match(name)
     if not m:
         raise ValueError(f"not a depthwise wgrad kernel configuration: {name!r} "
                          "(expected like c2p64h8w4)")
     bc, bp, h, w = (int(g) for g in m.groups()[:4])
-    regs = int(m.group(5)) if m.group(5) else 0
-    v = int(m.group(6)) if m.group(6) else WAVES
-    for val in (bc, bp, w):
+    cols = int(m.group(5)) if m.group(5) else 0
+    regs = int(m.group(6)) if m.group(6) else 0
+    v = int(m.group(7)) if m.group(7) else WAVES
+    if m.group(5) and not (1 <= cols <= MAX_COLS and bp % cols == 0):
+        raise ValueError(f"{name!r}: 1-{MAX_COLS} columns per lane (x), dividing the "
+                         "program's columns (p)")
+    groups = bp // cols if cols else bp
+    for val in (bc, groups, w):
         if val <= 0 or val & (val - 1):
-            raise ValueError(f"{name!r}: block sizes and warps must be powers of two")
-    if bc * bp > MAX_TILE:
-        raise ValueError(f"{name!r}: a tile of {bc * bp} channel-columns is too large "
+            raise ValueError(f"{name!r}: channel and column blocks and warps must be powers of "
+                             "two (with x, p/x)")
+    if bc * groups > MAX_TILE:
+        raise ValueError(f"{name!r}: {bc * groups} lanes of channels x columns are too many "
                          f"(at most {MAX_TILE})")
     if not 1 <= h <= MAX_ROWS:
         raise ValueError(f"{name!r}: 1-{MAX_ROWS} rows per tile (h)")
     if not 1 <= w <= 16:
         raise ValueError(f"{name!r}: 1-16 warps")
-    if m.group(5) and not (64 <= regs <= 255 and regs % 8 == 0):
+    if m.group(6) and not (64 <= regs <= 255 and regs % 8 == 0):
         raise ValueError(f"{name!r}: a register cap (n) is a multiple of 8 from 64 to 255")
     if not 1 <= v <= 64:
         raise ValueError(f"{name!r}: 1-64 programs per SM (v)")
-    return Config(bc, bp, h, w, regs, v)
+    return Config(bc, bp, h, w, regs, v, cols)
 
 
 def key_of(config: str) -> str:
@@ -143,28 +161,48 @@ def _pow2_at_least(v: int) -> int:
 
 def configs_for(layout: str, ow: int, oh: int, taps: int) -> tuple[str, ...]:
     """The configurations offered for a problem of `layout` ("nchw" or "nhwc") with output rows of
-    `ow` columns, `oh` rows and `taps` = KH*KW. Every one gives each thread one lane per column
-    parity (one with stride 1, two with stride 2): NCHW lanes along the row (BLOCK_P its power of
-    two, at most 128; channels fill the program), 2-warp programs too; channels-last 32 channels
-    across the lanes and 4 columns, or 16 x 8 and 8 x 16 (wider column blocks re-read fewer halo
-    columns). Rows per tile 8, and 16 where the plane is
-    taller than 8. For kernels above 5x5 (a thread holds KH*SP accumulators) a 128-register cap
-    with 8 programs per SM wanted, else 16 programs per SM wanted (small kernels leave room)."""
-    if layout == "nhwc":
-        def base(h: int) -> str:
-            return f"c32p4h{h}w4"
-        others = ["c16p8h8w4", "c8p16h8w4"]
-    else:
-        bp = min(128, _pow2_at_least(max(1, ow)))
+    `ow` columns, `oh` rows and `taps` = KH*KW.
 
-        def base(h: int) -> str:
-            return f"c{max(1, 128 // bp)}p{bp}h{h}w4"
-        others = [f"c{max(1, 64 // bp)}p{bp}h8w2v12"]
+    NCHW, the lane-per-column kernel: each thread one lane per column parity (one with stride 1,
+    two with stride 2), lanes along the row (BLOCK_P its power of two, at most 128; channels fill
+    the program), 2-warp programs too; rows per tile 8, and 16 where the plane is taller than 8.
+    For kernels above 5x5 (a thread holds KH*SP accumulators) a 128-register cap with 8 programs
+    per SM wanted, else 16 programs per SM wanted (small kernels leave room). Kernels above 5x5
+    with rows of 16 columns or more add the column-blocked kernel with 4 columns per lane: the
+    column groups that cover the row (a power of two, at most 32) x the channels that fill 128
+    lanes, 3 programs per SM wanted.
+
+    Channels-last, the column-blocked kernel (`x<V>`): 2 or 4 columns per lane, 32 channels x 4
+    column groups (3 programs per SM wanted, or the default 6) or 16 x 4 in 2-warp programs; and
+    the lane-per-column kernel's 32 channels x 4 columns. Rows per tile of the column-blocked
+    kernel: up to 8, fewer where a tile would unroll more than COLS_UNROLL products
+    (`_cols_rows`). (H100, batch 64, ConvNeXt-tiny, MobileNetV2 and EfficientNet-B0 depthwise
+    layers: in channels-last the column-blocked kernel won on all 13 layers, 1.23-2.81x the
+    lane-per-column kernel; in NCHW on ConvNeXt's 7x7 rows of 56 and 28 columns, by 3-18%, and
+    lost by 4-19% on six of seven 3x3 and 5x5 layers of 28 to 112 columns.)"""
+    if layout == "nhwc":
+        r4, r2 = _cols_rows(4, taps), _cols_rows(2, taps)
+        return (f"c32p16h{r4}w4x4v3", f"c16p16h{r4}w2x4", f"c32p8h{r2}w4x2v3",
+                f"c32p8h{r2}w4x2", f"c16p8h{r2}w2x2", "c32p4h8w4")
+    bp = min(128, _pow2_at_least(max(1, ow)))
+
+    def base(h: int) -> str:
+        return f"c{max(1, 128 // bp)}p{bp}h{h}w4"
     out = [base(8)]
     if oh > 8:
         out.append(base(16))
     out.append(base(8) + ("n128v8" if taps > 25 else "v16"))
-    return tuple(dict.fromkeys(out + others))
+    out.append(f"c{max(1, 64 // bp)}p{bp}h8w2v12")
+    if ow >= 16 and taps > 25:
+        g = min(32, _pow2_at_least(-(-ow // 4)))
+        out.append(f"c{128 // g}p{4 * g}h{_cols_rows(4, taps)}w4x4v3")
+    return tuple(dict.fromkeys(out))
+
+
+def _cols_rows(cols: int, taps: int) -> int:
+    """Rows per tile for the column-blocked kernel: the most of 8, 4, 2, 1 whose tile unrolls at
+    most COLS_UNROLL products (rows x columns x taps; compile time grows faster than that)."""
+    return next((h for h in (8, 4, 2) if h * cols * taps <= COLS_UNROLL), 1)
 
 
 def eligible(direction: str, ndim: int, c: int, k: int, groups: int, kernel: Sequence[int],
@@ -446,11 +484,17 @@ def run(x: Any, dy: Any, dw: Any, *, stride: Sequence[int], pad_pre: Sequence[in
              "KW": kw, "SH": sh, "SW": sw}
     regs = {"maxnreg": cfg.regs} if cfg.regs else {}
     with _on_device(x):
-        _kernel()[(p.cblocks * p.wblocks, p.split)](
-            x, dy, target, xs[0], ys[0], o_split, o_c, o_r, o_s, p.tiles, p.chunk, **sizes,
-            TH=p.rows, SP=_pow2_at_least(-(-kw // sw)), BLOCK_C=cfg.block_c,
-            BLOCK_P=cfg.block_p, CFAST=bool(xs[1] < xs[3]), WIDE=bool(wide), num_warps=cfg.warps,
-            **regs)
+        if cfg.cols:
+            dwgrad_cols.kernel()[(p.cblocks * p.wblocks, p.split)](
+                x, dy, target, xs[0], ys[0], o_split, o_c, o_r, o_s, p.tiles, p.chunk, **sizes,
+                TH=p.rows, V=cfg.cols, G=cfg.block_p // cfg.cols, BLOCK_C=cfg.block_c,
+                CFAST=bool(xs[1] < xs[3]), WIDE=bool(wide), num_warps=cfg.warps, **regs)
+        else:
+            _kernel()[(p.cblocks * p.wblocks, p.split)](
+                x, dy, target, xs[0], ys[0], o_split, o_c, o_r, o_s, p.tiles, p.chunk, **sizes,
+                TH=p.rows, SP=_pow2_at_least(-(-kw // sw)), BLOCK_C=cfg.block_c,
+                BLOCK_P=cfg.block_p, CFAST=bool(xs[1] < xs[3]), WIDE=bool(wide),
+                num_warps=cfg.warps, **regs)
         if p.partials > 1:
             _sum_kernel()[(-(-taps * c // _SUM_BLOCK),)](
                 target, dw, p.partials, c, ws[0], ws[2], ws[3], TAPS=taps, KW=kw,
