@@ -80,8 +80,7 @@ def test_offered_configurations_follow_the_layout_and_the_plane() -> None:
                     "c8p64h4w4x4v3")
     # channels-last: the column-blocked kernel, 32 or 16 channels across the lanes
     cl = offered("wgrad n=64 c=96 h=56 w=56 k=96 r=7 s=7 pad=3 groups=96 layout=nhwc")
-    assert cl == ("c32p16h4w4x4v3", "c16p16h4w2x4", "c32p8h8w4x2v3", "c32p8h8w4x2",
-                  "c16p8h8w2x2", "c32p4h8w4")
+    assert cl == ("c32p16h4w4x4v3", "c32p8h8w4x2v3", "c16p8h8w2x2")
     # a 3x3 kernel unrolls 8 rows per tile
     assert offered("wgrad n=64 c=32 h=112 w=112 k=32 r=3 s=3 pad=1 groups=32 "
                    "layout=nhwc")[0] == "c32p16h8w4x4v3"

@@ -172,18 +172,20 @@ def configs_for(layout: str, ow: int, oh: int, taps: int) -> tuple[str, ...]:
     column groups that cover the row (a power of two, at most 32) x the channels that fill 128
     lanes, 3 programs per SM wanted.
 
-    Channels-last, the column-blocked kernel (`x<V>`): 2 or 4 columns per lane, 32 channels x 4
-    column groups (3 programs per SM wanted, or the default 6) or 16 x 4 in 2-warp programs; and
-    the lane-per-column kernel's 32 channels x 4 columns. Rows per tile of the column-blocked
-    kernel: up to 8, fewer where a tile would unroll more than COLS_UNROLL products
-    (`_cols_rows`). (H100, batch 64, ConvNeXt-tiny, MobileNetV2 and EfficientNet-B0 depthwise
-    layers: in channels-last the column-blocked kernel won on all 13 layers, 1.23-2.81x the
-    lane-per-column kernel; in NCHW on ConvNeXt's 7x7 rows of 56 and 28 columns, by 3-18%, and
-    lost by 4-19% on six of seven 3x3 and 5x5 layers of 28 to 112 columns.)"""
+    Channels-last, the column-blocked kernel only (`x<V>`): 4 or 2 columns per lane with 32
+    channels x 4 column groups and 3 programs per SM wanted, or 2 columns per lane with 16
+    channels x 4 column groups in 2-warp programs. Rows per tile of the column-blocked kernel: up
+    to 8, fewer where a tile would unroll more than COLS_UNROLL products (`_cols_rows`); halving
+    them to compile faster cost 10-20% on ConvNeXt-tiny's 7x7 layers. (H100, batch 64,
+    ConvNeXt-tiny, MobileNetV2 and EfficientNet-B0 depthwise layers: in channels-last the
+    column-blocked kernel won on all 13 layers, 1.23-2.81x the lane-per-column kernel, and these
+    three were the fastest or within 5% of it on 12, 9% behind a 2-row tile on a stride-2 3x3
+    layer; in NCHW it won on ConvNeXt's 7x7 rows of 56 and
+    28 columns, by 3-18%, and lost by 4-19% on six of seven 3x3 and 5x5 layers of 28 to 112
+    columns.)"""
     if layout == "nhwc":
         r4, r2 = _cols_rows(4, taps), _cols_rows(2, taps)
-        return (f"c32p16h{r4}w4x4v3", f"c16p16h{r4}w2x4", f"c32p8h{r2}w4x2v3",
-                f"c32p8h{r2}w4x2", f"c16p8h{r2}w2x2", "c32p4h8w4")
+        return (f"c32p16h{r4}w4x4v3", f"c32p8h{r2}w4x2v3", f"c16p8h{r2}w2x2")
     bp = min(128, _pow2_at_least(max(1, ow)))
 
     def base(h: int) -> str:
