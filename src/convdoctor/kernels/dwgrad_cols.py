@@ -106,18 +106,21 @@ def kernel() -> Any:
                             mk = tl.where((ih >= 0) & (ih < H), xm[m], False)
                         xs = xs + (tl.load(xb + m * x_w, mask=mk, other=0.0).to(tl.float32),)
                     new = ()
-                    for k in tl.static_range(KH * KW):
-                        a = acc[k]
-                        # tap row k // KW meets input row j in tile row (j - k // KW) / SH
-                        if (j - k // KW >= 0 and (j - k // KW) % SH == 0
-                                and (j - k // KW) // SH < TH):
-                            for v in tl.static_range(V):
-                                p = dys[(j - k // KW) // SH * V + v] * xs[v * SW + k % KW]
-                                if RAGGED:
-                                    a = a + tl.where(col0 + v < OW, p, -0.0)
-                                else:
-                                    a = a + p
-                        new = new + (a,)
+                    for r in tl.static_range(KH):
+                        # tap row r meets input row j in tile row (j - r) / SH
+                        if j - r >= 0 and (j - r) % SH == 0 and (j - r) // SH < TH:
+                            for s in tl.static_range(KW):
+                                a = acc[r * KW + s]
+                                for v in tl.static_range(V):
+                                    p = dys[(j - r) // SH * V + v] * xs[v * SW + s]
+                                    if RAGGED:
+                                        a = a + tl.where(col0 + v < OW, p, -0.0)
+                                    else:
+                                        a = a + p
+                                new = new + (a,)
+                        else:
+                            for s in tl.static_range(KW):
+                                new = new + (acc[r * KW + s],)
                     acc = new
         # sum each accumulator over the column groups, per channel
         cs = (pid // WB) * BLOCK_C + tl.arange(0, BLOCK_C)
