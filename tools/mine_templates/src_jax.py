@@ -34,8 +34,11 @@ TEMPLATES = [
     T("jax.backend.no_cuda_jaxlib",
       "An NVIDIA GPU may be present on this machine, but a CUDA-enabled jaxlib is not installed. Falling back "
       "to {platform}.", ["cpu"], XB, line=878, version=H, kinds={0: "word"},
-      cond="an NVIDIA GPU is visible but no cuda backend factory is registered", causes={"cpu-only-build": 1.0},
-      why="the CPU-only jaxlib is installed (no jax[cuda] plugin)"),
+      cond="an NVIDIA GPU is visible but no cuda backend factory is registered",
+      causes={"cpu-only-build": 0.7, "harmless-warning": 0.15, "missing-dependency-lib": 0.15},
+      why="no CUDA backend registered: usually the CPU-only jaxlib (no jax[cuda] plugin); a CUDA "
+          "plugin whose libraries failed to load (an earlier warning names them) ends the same way; "
+          "harmless where the program meant to run on the CPU"),
     T("jax.backend.unable_to_init", "Unable to initialize backend '{platform}': {err}",
       ["cuda", "INTERNAL: no supported devices found for platform CUDA"], XB, line=833, version=H,
       kinds={0: "word"}, groups={0: "platform", 1: "inner"},

@@ -122,7 +122,7 @@ def side(url: str, opened: str | None) -> Side:
 
 
 def side_later(url: str, opened: str | None) -> str:
-    """The rule of the later test sets (`blind2.jsonl` to `blind23.jsonl`), each gathered after the
+    """The rule of the later test sets (`blind2.jsonl` to `blind24.jsonl`), each gathered after the
     engine was frozen again: a framework-repository thread opened on or after the cutoff, or a
     thread of any other repository the earlier corpus does not hold, is "later"; anything else is
     "dev".

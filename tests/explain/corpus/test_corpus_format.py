@@ -41,7 +41,7 @@ def _cause_ids() -> set[str]:
     return set(json.loads(CAUSES.read_text(encoding="utf-8"))["causes"])
 
 
-SPLITS = ("dev", "blind", *(f"blind{i}" for i in range(2, 24)))
+SPLITS = ("dev", "blind", *(f"blind{i}" for i in range(2, 25)))
 LATER_SPLITS = SPLITS[2:]              # blind2.. : the later test sets
 
 
@@ -193,7 +193,8 @@ LATER = {"blind2.jsonl": ("blind2", r"e[ptjo]\d{3}"), "blind3.jsonl": ("blind3",
          "blind20.jsonl": ("blind20", r"x[ptjo]\d{3}"),
          "blind21.jsonl": ("blind21", r"y[ptjo]\d{3}"),
          "blind22.jsonl": ("blind22", r"z[ptjo]\d{3}"),
-         "blind23.jsonl": ("blind23", r"za[ptjo]\d{3}")}
+         "blind23.jsonl": ("blind23", r"za[ptjo]\d{3}"),
+         "blind24.jsonl": ("blind24", r"zb[ptjo]\d{3}")}
 
 
 def _later_rows(name: str) -> list[dict]:
