@@ -26,14 +26,18 @@ def test_config_names_parse_and_bad_ones_are_refused() -> None:
     # the column-blocked kernel: x = columns per lane, p/x column groups (a power of two)
     assert dg.parse_config("c32p16h4w4x4v3") == dg.Config(32, 16, 4, 4, waves=3, cols=4)
     assert dg.parse_config("c16p28h2w4x7").cols == 7
+    # x<V>s: the rows streamed, row tiles up to MAX_STREAM_ROWS
+    assert dg.parse_config("c32p16h56w4x4sv3") == dg.Config(32, 16, 56, 4, waves=3, cols=4,
+                                                            stream=True)
     for name in ("c2p64h8w4", "c2p64h16w4n128v8", "c1p64h8w2v12", "c16p8h8w4", "c1p1h1w1n64",
-                 "c32p16h4w4x4v3", "c16p28h2w4x7n128", "c8p8h8w2x1"):
+                 "c32p16h4w4x4v3", "c16p28h2w4x7n128", "c8p8h8w2x1", "c32p16h112w4x4sn128"):
         assert dg.parse_config(name).name == name
     for bad in ("", "c2p64h8", "c3p64h8w4", "c2p48h8w4", "c2p64h8w3", "c64p128h8w4",
                 "c2p64h0w4", "c2p64h33w4", "c2p64h8w32", "c2p64h8w4n100", "c2p64h8w4n56",
                 "c2p64h8w4n256", "c2p64h8w4v0", "c2p64h8w4v65", "c2p64h8w4v8n128",
                 "m32n64l64w4s3", "c2p64h8w4x", "c32p12h8w4x4", "c32p16h8w4x3",
-                "c32p18h8w4x9", "c32p16h8w4x0", "c64p256h8w4x2", "c32p16h8w4v3x4"):
+                "c32p18h8w4x9", "c32p16h8w4x0", "c64p256h8w4x2", "c32p16h8w4v3x4",
+                "c32p16h8w4s", "c32p16h56w4x4", "c32p16h8w4x4ss"):
         with pytest.raises(ValueError):
             dg.parse_config(bad)
     assert dg.config_of("triton:dg_c2p64h8w4") == "c2p64h8w4"
@@ -154,6 +158,10 @@ CASES = [  # x shape, kernel, stride, pad_pre, pad_post, config
     ((2, 4, 9, 10), (7, 7), (1, 1), (3, 3), (3, 3), "c2p16h16w4x2"),
     ((2, 3, 12, 7), (7, 3), (2, 1), (3, 0), (2, 2), "c4p7h4w4x7n128"),
     ((2, 4, 17), (5,), (2,), (2,), (2,), "c1p4h8w2x2"),
+    # its rows streamed through a run-time loop (x<V>s): a whole plane of 7 rows (ragged row
+    # end), and stride 2 with row tiles of 2
+    ((2, 3, 7, 9), (3, 3), (1, 1), (1, 1), (1, 1), "c2p16h7w4x4s"),
+    ((2, 3, 10, 9), (5, 5), (2, 2), (2, 2), (2, 1), "c4p8h2w4x2s"),
 ]
 
 
@@ -241,7 +249,7 @@ def test_64_bit_offsets_and_a_strided_dw(interpreter, monkeypatch) -> None:
 
 # the column-blocked kernel's ragged lanes compute 0 * inf for columns past the row, then drop it
 @pytest.mark.filterwarnings("ignore:invalid value encountered in multiply:RuntimeWarning")
-@pytest.mark.parametrize("case", [1, 3, 4, 5, 9])
+@pytest.mark.parametrize("case", [1, 3, 4, 9, 10])
 def test_non_finite_inputs_reach_no_tap_outside_their_own(interpreter, case: int,
                                                          monkeypatch) -> None:
     """An Inf in x makes exactly PyTorch's float64 non-finite taps non-finite (no product of a

@@ -54,9 +54,9 @@ second pass. In channels-last it is what wins (H100: 1.23-2.81x this kernel on 1
 MobileNetV2 and EfficientNet-B0 depthwise layers); in NCHW only on 7x7 layers with long rows.
 
 Configurations (`configs_for`):
-"c<BLOCK_C>p<BLOCK_P>h<ROWS>w<WARPS>[x<V>][n<REGS>][v<PROGRAMS_PER_SM>]" (x: output columns per
-lane, the column-blocked kernel, BLOCK_P / V column groups; n: a cap on registers per thread,
-Triton's `maxnreg`). Candidate keys are "triton:dg_<config>" (`PREFIX`).
+"c<BLOCK_C>p<BLOCK_P>h<ROWS>w<WARPS>[x<V>[s]][n<REGS>][v<PROGRAMS_PER_SM>]" (x: output columns
+per lane, the column-blocked kernel, BLOCK_P / V column groups; s: its rows streamed, tiles up to
+MAX_STREAM_ROWS rows, not offered; n: a cap on registers per thread, Triton's `maxnreg`). Candidate keys are "triton:dg_<config>" (`PREFIX`).
 """
 
 from __future__ import annotations
@@ -74,12 +74,13 @@ from .depthwise import _as2d, _on_device, sample_span
 from .depthwise import unavailable as _dw_unavailable
 
 PREFIX = "triton:dg_"
-_CFG_RE = re.compile(r"^c(\d+)p(\d+)h(\d+)w(\d+)(?:x(\d+))?(?:n(\d+))?(?:v(\d+))?$")
+_CFG_RE = re.compile(r"^c(\d+)p(\d+)h(\d+)w(\d+)(?:x(\d+)(s)?)?(?:n(\d+))?(?:v(\d+))?$")
 MAX_TAP = 7              # kernel sizes 1..7 per dimension
 STRIDES = (1, 2)
 WAVES = 6                # programs per SM the split aims for
 MIN_TILES = 4            # the fewest row tiles a chunk takes (its epilogue is KH reductions)
 MAX_ROWS = 32            # the largest row tile a configuration may ask for
+MAX_STREAM_ROWS = 1024   # the same with the rows streamed (x<V>s)
 MAX_TILE = 4096          # BLOCK_C x BLOCK_P
 MAX_GRID_Y = 65535
 MAX_COLS = 8            # output columns per lane of the column-blocked kernel
@@ -96,11 +97,12 @@ class Config:
     regs: int = 0           # registers per thread at most (0: the compiler's choice)
     waves: int = WAVES      # programs per SM the split aims for
     cols: int = 0           # output columns per lane (0: the lane-per-column kernel)
+    stream: bool = False    # column-blocked, rows streamed through a run-time loop
 
     @property
     def name(self) -> str:
         return (f"c{self.block_c}p{self.block_p}h{self.rows}w{self.warps}"
-                + (f"x{self.cols}" if self.cols else "")
+                + (f"x{self.cols}" if self.cols else "") + ("s" if self.stream else "")
                 + (f"n{self.regs}" if self.regs else "")
                 + (f"v{self.waves}" if self.waves != WAVES else ""))
 
@@ -115,8 +117,8 @@ def parse_config(name: str) -> Config:
                          "(expected like c2p64h8w4)")
     bc, bp, h, w = (int(g) for g in m.groups()[:4])
     cols = int(m.group(5)) if m.group(5) else 0
-    regs = int(m.group(6)) if m.group(6) else 0
-    v = int(m.group(7)) if m.group(7) else WAVES
+    regs = int(m.group(7)) if m.group(7) else 0
+    v = int(m.group(8)) if m.group(8) else WAVES
     if m.group(5) and not (1 <= cols <= MAX_COLS and bp % cols == 0):
         raise ValueError(f"{name!r}: 1-{MAX_COLS} columns per lane (x), dividing the "
                          "program's columns (p)")
@@ -128,15 +130,16 @@ def parse_config(name: str) -> Config:
     if bc * groups > MAX_TILE:
         raise ValueError(f"{name!r}: {bc * groups} lanes of channels x columns are too many "
                          f"(at most {MAX_TILE})")
-    if not 1 <= h <= MAX_ROWS:
-        raise ValueError(f"{name!r}: 1-{MAX_ROWS} rows per tile (h)")
+    rows_max = MAX_STREAM_ROWS if m.group(6) else MAX_ROWS
+    if not 1 <= h <= rows_max:
+        raise ValueError(f"{name!r}: 1-{rows_max} rows per tile (h)")
     if not 1 <= w <= 16:
         raise ValueError(f"{name!r}: 1-16 warps")
-    if m.group(6) and not (64 <= regs <= 255 and regs % 8 == 0):
+    if m.group(7) and not (64 <= regs <= 255 and regs % 8 == 0):
         raise ValueError(f"{name!r}: a register cap (n) is a multiple of 8 from 64 to 255")
     if not 1 <= v <= 64:
         raise ValueError(f"{name!r}: 1-64 programs per SM (v)")
-    return Config(bc, bp, h, w, regs, v, cols)
+    return Config(bc, bp, h, w, regs, v, cols, bool(m.group(6)))
 
 
 def key_of(config: str) -> str:
@@ -490,7 +493,8 @@ def run(x: Any, dy: Any, dw: Any, *, stride: Sequence[int], pad_pre: Sequence[in
             dwgrad_cols.kernel()[(p.cblocks * p.wblocks, p.split)](
                 x, dy, target, xs[0], ys[0], o_split, o_c, o_r, o_s, p.tiles, p.chunk, **sizes,
                 TH=p.rows, V=cfg.cols, G=cfg.block_p // cfg.cols, BLOCK_C=cfg.block_c,
-                CFAST=bool(xs[1] < xs[3]), WIDE=bool(wide), num_warps=cfg.warps, **regs)
+                CFAST=bool(xs[1] < xs[3]), WIDE=bool(wide), STREAM=cfg.stream,
+                num_warps=cfg.warps, **regs)
         else:
             _kernel()[(p.cblocks * p.wblocks, p.split)](
                 x, dy, target, xs[0], ys[0], o_split, o_c, o_r, o_s, p.tiles, p.chunk, **sizes,
